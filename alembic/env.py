@@ -1,0 +1,41 @@
+"""Alembic environment: the URL comes from Handoff's settings (see stack/migrate.py).
+
+The schema is written as explicit DDL in each revision (no autogenerate from
+models): partial indexes, row-level security and server-side functions are
+the point of this schema, and they read best as the SQL they are.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import create_engine, pool
+
+from alembic import context
+from handoff.core.settings import load_settings
+from handoff.stack.migrate import sqlalchemy_url
+
+config = context.config
+
+
+def _url() -> str:
+    return config.get_main_option("sqlalchemy.url") or sqlalchemy_url(load_settings().database_url)
+
+
+def run_offline() -> None:
+    context.configure(url=_url(), literal_binds=True, transaction_per_migration=True)
+    with context.begin_transaction():
+        context.run_migrations()
+
+
+def run_online() -> None:
+    engine = create_engine(_url(), poolclass=pool.NullPool)
+    with engine.connect() as connection:
+        context.configure(connection=connection, transaction_per_migration=True)
+        with context.begin_transaction():
+            context.run_migrations()
+    engine.dispose()
+
+
+if context.is_offline_mode():
+    run_offline()
+else:
+    run_online()

@@ -1,0 +1,1 @@
+"""consumers — see DESIGN.md."""

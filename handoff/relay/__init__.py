@@ -1,0 +1,1 @@
+"""relay — see DESIGN.md."""

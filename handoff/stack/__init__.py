@@ -1,0 +1,1 @@
+"""Composition: the ``handoff`` CLI, the local stack without Docker, the demo."""

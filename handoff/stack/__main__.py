@@ -1,0 +1,5 @@
+"""``python -m handoff.stack`` is the ``handoff`` command."""
+
+from handoff.stack.cli import main
+
+main()

@@ -1,0 +1,142 @@
+"""Kafka jars and the Apicurio Registry distribution, resolved by Maven into a cache.
+
+Each artifact lands in ``<cache_dir>/<name>-<version>/`` and is marked
+complete only after it was fully written, so an interrupted download is
+redone rather than half-used. Maven keeps its own copy in ``~/.m2`` too, so
+a second project home or a cleared cache does not download again.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import tarfile
+import tempfile
+from importlib import resources
+from pathlib import Path
+
+from rich.console import Console
+from rich.progress import Progress
+
+from handoff.core.errors import DownloadFailed, PrerequisiteMissing
+
+_COMPLETE = ".complete"
+_PROGRESS = re.compile(r"Progress \(\d+\): (.+)")
+
+
+def _cached(target: Path) -> bool:
+    return (target / _COMPLETE).exists()
+
+
+def _maven() -> str:
+    mvn = shutil.which("mvn")
+    if mvn is None:
+        raise PrerequisiteMissing(
+            "Maven (mvn) not found and the Kafka/registry artifacts are not cached yet: "
+            "install Maven (e.g. apt-get install maven) or use docker compose"
+        )
+    return mvn
+
+
+def _run_maven(args: list[str], what: str, console: Console) -> None:
+    """Run Maven, showing its transfer progress on one live status line."""
+    cmd = [_maven(), "-Dstyle.color=never", *args]
+    tail: list[str] = []
+    with (
+        console.status(f"downloading {what} from Maven Central…") as status,
+        subprocess.Popen(
+            cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL
+        ) as proc,
+    ):
+        assert proc.stdout is not None
+        buffer = b""
+        while chunk := proc.stdout.read1(4096):  # type: ignore[attr-defined]
+            buffer += chunk
+            *lines, buffer = re.split(rb"[\r\n]", buffer)
+            for raw in lines:
+                line = raw.decode(errors="replace").strip()
+                if not line:
+                    continue
+                tail = [*tail[-30:], line]
+                if match := _PROGRESS.search(line):
+                    status.update(f"downloading {what}: {match.group(1)}")
+                elif line.startswith("Downloaded from"):
+                    console.print(f"  [dim]{line}[/dim]", highlight=False)
+        code = proc.wait()
+    if code != 0:
+        raise DownloadFailed(
+            f"Maven could not fetch {what} (exit {code}); its last lines:\n" + "\n".join(tail)
+        )
+
+
+def kafka_lib(cache_dir: Path, version: str, console: Console) -> Path:
+    """Folder with every jar the Kafka broker needs (classpath ``lib/*``)."""
+    target = cache_dir / f"kafka-{version}"
+    if _cached(target):
+        return target / "lib"
+    console.print(f"Resolving Apache Kafka {version} jars (first start only)…")
+    pom = resources.files("handoff.stack") / "resources" / "kafka-pom.xml"
+    with tempfile.TemporaryDirectory(dir=_parent(cache_dir)) as tmp, resources.as_file(pom) as p:
+        staging = Path(tmp) / "kafka"
+        lib = staging / "lib"
+        _run_maven(
+            [
+                "-f",
+                str(p),
+                f"-Dkafka.version={version}",
+                "dependency:copy-dependencies",
+                "-DincludeScope=runtime",
+                f"-DoutputDirectory={lib}",
+            ],
+            f"Kafka {version}",
+            console,
+        )
+        _publish(staging, target)
+    return target / "lib"
+
+
+def registry_dist(cache_dir: Path, version: str, console: Console) -> Path:
+    """Folder of the unpacked Apicurio Registry app (holds ``quarkus-run.jar``)."""
+    target = cache_dir / f"apicurio-registry-{version}"
+    if _cached(target):
+        return target
+    console.print(f"Fetching Apicurio Registry {version} (about 160 MB, first start only)…")
+    with tempfile.TemporaryDirectory(dir=_parent(cache_dir)) as tmp:
+        work = Path(tmp)
+        _run_maven(
+            [
+                "dependency:copy",
+                f"-Dartifact=io.apicurio:apicurio-registry-app:{version}:tar.gz:all",
+                f"-DoutputDirectory={work / 'download'}",
+            ],
+            f"Apicurio Registry {version}",
+            console,
+        )
+        (archive,) = (work / "download").glob("*.tar.gz")
+        unpacked = work / "dist"
+        with tarfile.open(archive) as tar, Progress(console=console, transient=True) as bar:
+            members = tar.getmembers()
+            task = bar.add_task("unpacking registry", total=len(members))
+            for member in members:
+                tar.extract(member, unpacked, filter="data")
+                bar.advance(task)
+        roots = [p for p in unpacked.iterdir() if (p / "quarkus-run.jar").exists()]
+        root = roots[0] if roots else unpacked
+        if not (root / "quarkus-run.jar").exists():
+            raise DownloadFailed(f"{archive.name} has no quarkus-run.jar; is {version} a 3.3+?")
+        _publish(root, target)
+    return target
+
+
+def _parent(cache_dir: Path) -> Path:
+    cache_dir.mkdir(parents=True, exist_ok=True)
+    return cache_dir
+
+
+def _publish(source: Path, target: Path) -> None:
+    """Move a finished download into place and mark it complete, atomically enough."""
+    if target.exists():
+        shutil.rmtree(target)
+    shutil.move(str(source), str(target))
+    (target / _COMPLETE).touch()

@@ -1,0 +1,122 @@
+"""The ``handoff`` command line."""
+
+from __future__ import annotations
+
+import shlex
+import sys
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+from pydantic import ValidationError
+from rich.console import Console
+from rich.table import Table
+
+from handoff.core.errors import HandoffError
+from handoff.core.settings import load_settings
+
+if TYPE_CHECKING:
+    from handoff.stack.local import LocalStack
+    from handoff.stack.part import PartStatus
+
+console = Console(stderr=True)
+app = typer.Typer(no_args_is_help=True, help="Handoff: explicit service ownership of work.")
+stack_app = typer.Typer(no_args_is_help=True, help="The local stack: PostgreSQL, Kafka, registry.")
+db_app = typer.Typer(no_args_is_help=True, help="Database migrations.")
+app.add_typer(stack_app, name="stack")
+app.add_typer(db_app, name="db")
+
+PartsArg = Annotated[
+    list[str] | None,
+    typer.Argument(help="Parts to act on: postgres, kafka, registry (default: all)."),
+]
+
+
+def _stack() -> LocalStack:
+    from handoff.stack.local import LocalStack
+
+    return LocalStack(console=console)
+
+
+def _status_table(statuses: list[PartStatus]) -> Table:
+    table = Table(title="Handoff local stack")
+    for column in ("part", "address", "pid", "health"):
+        table.add_column(column)
+    for s in statuses:
+        health = "[green]healthy[/green]" if s.healthy else f"[red]{s.problem}[/red]"
+        table.add_row(s.name, s.address, str(s.pid or "-"), health)
+    return table
+
+
+@stack_app.command("up")
+def stack_up(parts: PartsArg = None) -> None:
+    """Start the stack (idempotent): reuse running parts, start the rest, wait until healthy."""
+    from handoff.stack.local import PART_NAMES
+
+    statuses = _stack().up(parts or PART_NAMES)
+    console.print(_status_table(statuses))
+    console.print('Point tools at it with: eval "$(handoff stack env)"')
+
+
+@stack_app.command("down")
+def stack_down(parts: PartsArg = None) -> None:
+    """Stop the parts this project's stack started (nothing else)."""
+    from handoff.stack.local import PART_NAMES
+
+    stopped = _stack().down(parts or PART_NAMES)
+    console.print(f"stopped: {', '.join(stopped)}" if stopped else "nothing was running")
+
+
+@stack_app.command("status")
+def stack_status() -> None:
+    """Each part, its address and health. Exits 1 unless all are healthy."""
+    statuses = _stack().status()
+    console.print(_status_table(statuses))
+    if not all(s.healthy for s in statuses):
+        raise typer.Exit(1)
+
+
+@stack_app.command("env")
+def stack_env() -> None:
+    """Shell-ready settings of the stack: eval "$(handoff stack env)"."""
+    for key, value in _stack().env().items():
+        print(f"export {key}={shlex.quote(value)}")
+
+
+@db_app.command("upgrade")
+def db_upgrade(revision: Annotated[str, typer.Argument(help="Target revision.")] = "head") -> None:
+    """Apply migrations to the configured database (HANDOFF_DATABASE_URL)."""
+    from handoff.stack.migrate import upgrade
+
+    upgrade(load_settings(), revision)
+    console.print(f"database at {revision}")
+
+
+@app.command("demo")
+def demo() -> None:
+    """Bring the stack up, migrate, and show where everything is."""
+    from handoff.stack.local import PART_NAMES
+    from handoff.stack.migrate import upgrade
+
+    stack = _stack()
+    statuses = stack.up(PART_NAMES)
+    upgrade(load_settings(stack.layout.home))
+    console.print(_status_table(statuses))
+    env = stack.env()
+    console.print("\n[bold]Where everything is[/bold]")
+    console.print(f"  PostgreSQL       psql '{env['HANDOFF_DATABASE_URL']}'", highlight=False)
+    console.print(f"  Kafka            {env['HANDOFF_KAFKA_BOOTSTRAP']}", highlight=False)
+    console.print(f"  Schema registry  {env['HANDOFF_SCHEMA_REGISTRY_URL']}", highlight=False)
+    console.print(f"  Logs             {stack.layout.logs}", highlight=False)
+    console.print('  Shell settings   eval "$(.venv/bin/handoff stack env)"')
+    console.print("Stop it with: make down")
+
+
+def main() -> None:
+    try:
+        app()
+    except HandoffError as exc:
+        console.print(f"[red]error[/red] ({exc.code}): {exc}", highlight=False)
+        sys.exit(1)
+    except ValidationError as exc:
+        console.print(f"[red]invalid setting[/red]: {exc}", highlight=False)
+        sys.exit(2)

