@@ -113,13 +113,19 @@ class Postgres(Part):
                 parent.chmod(mode | stat.S_IXOTH)
 
     def _pg(self, tool: str, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+        user = self._os_user()
+        # Switch uid *and* gid: with root's gid left in place, a root-owned
+        # folder's group bits (not its "others" bits) would decide access.
+        gid = pwd.getpwnam(user).pw_gid if user is not None else None
         return subprocess.run(
             [str(bin_dir() / tool), *args],
             capture_output=True,
             text=True,
             check=False,
             timeout=timeout,
-            user=self._os_user(),
+            user=user,
+            group=gid,
+            extra_groups=[] if user is not None else None,
         )
 
     # -- lifecycle ---------------------------------------------------------------

@@ -13,6 +13,7 @@ import pytest
 from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
 
 from handoff.core.settings import HandoffSettings
+from handoff.stack.layout import StackSettings
 from handoff.stack.local import LocalStack
 
 HANDOFF = [sys.executable, "-m", "handoff.stack"]
@@ -80,3 +81,24 @@ def test_registry_restart_keeps_schema_ids(
     with SchemaRegistryClient({"url": settings.schema_registry_url}) as fresh:  # empty cache
         assert fresh.get_latest_version(subject).schema_id == schema_id
         assert fresh.get_schema(schema_id).schema_str.replace(" ", "") == schema.schema_str
+
+
+@pytest.mark.slow
+def test_second_stack_in_a_private_folder_runs_beside_the_first(
+    local_stack: LocalStack, tmp_path: Path
+) -> None:
+    # CI clones into a mktemp folder (mode 0700) on a machine where a
+    # developer's stack may already hold the default ports.
+    private = tmp_path / "private"
+    private.mkdir(mode=0o700)
+    home = private / ".handoff"
+    try:
+        done = run_cli("stack", "up", "postgres", home=home)
+        assert done.returncode == 0, done.stderr
+        second = LocalStack(StackSettings(home=home), console=local_stack.console)
+        assert second.postgres.status().healthy
+        assert second.state.ports.postgres != local_stack.state.ports.postgres
+        assert local_stack.postgres.status().healthy
+    finally:
+        run_cli("stack", "down", home=home)
+    assert local_stack.postgres.status().healthy  # down stopped only its own parts
