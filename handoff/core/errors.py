@@ -35,3 +35,103 @@ class DownloadFailed(StackError):
 
 class ServiceStartFailed(StackError):
     """A part of the stack did not become healthy in time."""
+
+
+# -- the emit contract ---------------------------------------------------------------
+
+
+class ContractError(HandoffError):
+    """A request the contract refused. Carries what the caller may see of the state."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        current_version: int | None = None,
+        current_owner: str | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.message = message
+        self.current_version = current_version
+        self.current_owner = current_owner
+
+
+class InvalidRequest(ContractError):
+    """The request is malformed (missing field, bad value); fix it, do not retry as is."""
+
+
+class Unauthenticated(ContractError):
+    """No credential, or one that maps to no service."""
+
+
+class SenderMismatch(ContractError):
+    """The request names a sender other than the authenticated service."""
+
+
+class NotPermitted(ContractError):
+    """The service may not do this (e.g. create documents without --can-create)."""
+
+
+class DocumentNotFound(ContractError):
+    """No such document (or run) in the caller's tenant."""
+
+
+class OwnershipMismatch(ContractError):
+    """The sender does not own the document's current run."""
+
+
+class VersionMismatch(ContractError):
+    """The document moved past ``expected_version``; re-read it before deciding again."""
+
+
+class ConflictingEventReuse(ContractError):
+    """The event id was already accepted with other content; mint a new id for a new change."""
+
+
+class AlreadyExists(ContractError):
+    """The document (or the run being started) already exists."""
+
+
+class RunInProgress(ContractError):
+    """A new run was asked for while the latest run is still owned."""
+
+
+class OutcomeUnknown(HandoffError):
+    """The request may or may not have been applied (timeout, lost connection).
+
+    Retry the identical request with the same event id: it returns the
+    original receipt if the first attempt was accepted. Never mint a new id.
+    """
+
+
+class TransientConflict(HandoffError):
+    """A serialization failure or deadlock reached the transaction; safe to retry as is."""
+
+
+class Unavailable(HandoffError):
+    """The server or database could not be reached; nothing was sent, retry freely."""
+
+
+class DatabaseUnavailable(Unavailable):
+    """The database could not be reached or refused the login."""
+
+
+class ServiceExists(HandoffError):
+    """``service add`` for a service that is already registered in that tenant."""
+
+
+CONTRACT_ERRORS: dict[str, type[ContractError]] = {
+    cls.__name__: cls
+    for cls in (
+        InvalidRequest,
+        Unauthenticated,
+        SenderMismatch,
+        NotPermitted,
+        DocumentNotFound,
+        OwnershipMismatch,
+        VersionMismatch,
+        ConflictingEventReuse,
+        AlreadyExists,
+        RunInProgress,
+    )
+}

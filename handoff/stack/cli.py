@@ -24,6 +24,8 @@ stack_app = typer.Typer(no_args_is_help=True, help="The local stack: PostgreSQL,
 db_app = typer.Typer(no_args_is_help=True, help="Database migrations.")
 app.add_typer(stack_app, name="stack")
 app.add_typer(db_app, name="db")
+service_app = typer.Typer(no_args_is_help=True, help="Services and their credentials.")
+app.add_typer(service_app, name="service")
 
 PartsArg = Annotated[
     list[str] | None,
@@ -89,6 +91,46 @@ def db_upgrade(revision: Annotated[str, typer.Argument(help="Target revision.")]
 
     upgrade(load_settings(), revision)
     console.print(f"database at {revision}")
+
+
+@service_app.command("add")
+def service_add(
+    name: Annotated[str, typer.Argument(help="Service name, e.g. review (a-z, 0-9, . _ -).")],
+    can_create: Annotated[
+        bool, typer.Option("--can-create", help="May create documents (initial assignment).")
+    ] = False,
+    tenant: Annotated[str, typer.Option("--tenant", help="Tenant the service acts in.")] = (
+        "default"
+    ),
+) -> None:
+    """Register a service; its credential is printed once, as the last line."""
+    import psycopg
+
+    from handoff.core.services import add_service
+
+    with psycopg.connect(load_settings().database_url) as conn:
+        credential = add_service(conn, name, tenant=tenant, can_create=can_create)
+    console.print(
+        f"service {name!r} in tenant {tenant!r}"
+        + (" (may create documents)" if can_create else "")
+        + f"; database role {credential.role}. Keep this credential secret:"
+    )
+    print(credential.token)
+
+
+@app.command("serve")
+def serve(
+    host: Annotated[str, typer.Option(help="Interface to listen on.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="TCP port.")] = 8000,
+    pool_size: Annotated[int, typer.Option(help="Database connections.")] = 16,
+) -> None:
+    """Serve the HTTP API (emit endpoints, queries, metrics)."""
+    import uvicorn
+
+    from handoff.tracker.app import create_app
+
+    console.print(f"Handoff tracker on http://{host}:{port}  (API docs: /docs)")
+    uvicorn.run(create_app(pool_size=pool_size), host=host, port=port, log_level="warning")
 
 
 @app.command("demo")

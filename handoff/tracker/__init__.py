@@ -1,1 +1,1 @@
-"""tracker — see DESIGN.md."""
+"""The HTTP service: emit endpoints, the SQL read model and query API, the web UI."""

@@ -1,0 +1,22 @@
+"""Named statements of the state/history/counts/receipts/outbox family.
+
+The emit transaction itself is the server-side function ``handoff._emit``
+(alembic/versions/0001_contract.sql); these are the only ways in.
+Explicit casts keep function resolution independent of how the driver
+types a Python value (an ``int`` may travel as int2, int4 or int8).
+"""
+
+from __future__ import annotations
+
+_ARGS = (
+    "%(kind)s::text, %(event_id)s::text, %(event_type)s::text, %(document_id)s::text, "
+    "%(run_id)s::integer, %(sender)s::text, %(next_owner)s::text, %(status)s::text, "
+    "%(expected_version)s::integer, %(due_at)s::timestamptz, %(data)s::jsonb, "
+    "%(correlation_id)s::text, %(causation_id)s::text"
+)
+
+# Direct mode: the service is the session's login role.
+EMIT_DIRECT = f"SELECT handoff.emit_direct({_ARGS})"
+
+# HTTP mode: the API passes the bearer credential, checked in the same statement.
+EMIT_HTTP = f"SELECT handoff.emit_http(%(role)s::text, %(secret_hash)s::bytea, {_ARGS})"

@@ -1,0 +1,98 @@
+"""Calling the emit transaction on a connection, in whatever transaction it is in.
+
+In autocommit the call is its own transaction; a consumer calls it inside
+its own transaction so that its guard row, its effect and the next emit
+commit or roll back together (DESIGN.md "Consumers").
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+import psycopg
+from psycopg.types.json import Jsonb
+
+from handoff.core.db import translated
+from handoff.core.emit_sql import EMIT_DIRECT, EMIT_HTTP
+from handoff.core.errors import CONTRACT_ERRORS, InvalidRequest
+from handoff.core.identity import Credential
+from handoff.core.models import CreateRequest, HandoffRequest, Receipt, StartRunRequest
+
+Kind = Literal["create", "run", "handoff"]
+Request = CreateRequest | StartRunRequest | HandoffRequest
+
+
+def params(request: Request, document_id: str | None = None) -> dict[str, Any]:
+    """Arguments of the emit function for a validated request."""
+    common = {
+        "event_id": request.event_id,
+        "event_type": request.event_type,
+        "status": request.status,
+        "due_at": request.due_at,
+        "data": Jsonb(request.data) if request.data is not None else None,
+        "correlation_id": request.correlation_id,
+        "causation_id": request.causation_id,
+    }
+    if isinstance(request, HandoffRequest):
+        return {
+            **common,
+            "kind": "handoff",
+            "document_id": request.document_id,
+            "run_id": request.run_id,
+            "sender": request.sender,
+            "next_owner": request.next_owner,
+            "expected_version": request.expected_version,
+        }
+    if isinstance(request, CreateRequest):
+        kind, document_id = "create", request.document_id
+    elif document_id is None:
+        raise InvalidRequest("a new run needs the document id")
+    else:
+        kind = "run"
+    return {
+        **common,
+        "kind": kind,
+        "document_id": document_id,
+        "run_id": None,
+        "sender": None,
+        "next_owner": request.owner,
+        "expected_version": None,
+    }
+
+
+def answer(result: dict[str, Any]) -> Receipt:
+    """The function's JSON answer as a Receipt, or the typed error it names."""
+    if result.get("accepted"):
+        return Receipt.model_validate({**result["receipt"], "replayed": result["replayed"]})
+    error = CONTRACT_ERRORS.get(result["code"], InvalidRequest)
+    raise error(
+        result["message"],
+        current_version=result.get("currentVersion"),
+        current_owner=result.get("currentOwner"),
+    )
+
+
+def emit_direct(
+    conn: psycopg.Connection[Any], request: Request, document_id: str | None = None
+) -> Receipt:
+    """Emit as the service this connection logged in as."""
+    with translated():
+        row = conn.execute(EMIT_DIRECT, params(request, document_id)).fetchone()
+    assert row is not None
+    return answer(row[0])
+
+
+async def emit_http(
+    conn: psycopg.AsyncConnection[Any],
+    credential: Credential,
+    request: Request,
+    document_id: str | None = None,
+) -> Receipt:
+    """Emit for the HTTP API, as the service the bearer credential names."""
+    args = {**params(request, document_id), "role": credential.role}
+    args["secret_hash"] = credential.secret_hash
+    with translated():
+        cursor = await conn.execute(EMIT_HTTP, args)
+        row = await cursor.fetchone()
+    assert row is not None
+    return answer(row[0])

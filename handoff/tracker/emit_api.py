@@ -1,0 +1,139 @@
+"""``POST /v1/documents``, ``POST /v1/handoffs``, ``POST /v1/documents/{id}/runs``.
+
+Each request is one call of the emit function, which also checks the bearer
+credential: one database round trip per emit. The first acceptance answers
+201, an identical retry 200 with the same body.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, Header, Path, Request
+from fastapi.responses import JSONResponse
+from prometheus_client import Counter, Histogram
+from psycopg_pool import AsyncConnectionPool
+
+from handoff.core.emitter import Request as EmitRequest
+from handoff.core.emitter import emit_http
+from handoff.core.errors import ContractError, HandoffError, TransientConflict, Unauthenticated
+from handoff.core.identity import Credential
+from handoff.core.models import CreateRequest, HandoffRequest, Identifier, Receipt, StartRunRequest
+
+router = APIRouter(prefix="/v1", tags=["emit"])
+
+EMITS = Counter("handoff_emits_total", "Emit requests by kind and outcome code", ["kind", "code"])
+EMIT_SECONDS = Histogram(
+    "handoff_emit_seconds",
+    "Server-side emit latency",
+    ["kind"],
+    buckets=(0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 1.0),
+)
+
+CONFLICT_RETRIES = 10
+
+ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
+    401: {"description": "missing or unknown credential (code Unauthenticated)"},
+    403: {"description": "SenderMismatch or NotPermitted"},
+    404: {"description": "DocumentNotFound"},
+    409: {
+        "description": "OwnershipMismatch, VersionMismatch, ConflictingEventReuse, "
+        "AlreadyExists or RunInProgress, with currentOwner/currentVersion"
+    },
+    422: {"description": "InvalidRequest: the body failed validation"},
+}
+
+
+def credential(
+    authorization: Annotated[str | None, Header(description="Bearer <service credential>")] = None,
+) -> Credential:
+    if not authorization:
+        raise Unauthenticated("missing Authorization: Bearer <service credential>")
+    scheme, _, token = authorization.partition(" ")
+    if scheme.lower() != "bearer" or not token:
+        raise Unauthenticated("the Authorization header must be 'Bearer <service credential>'")
+    return Credential.parse(token)
+
+
+Caller = Annotated[Credential, Depends(credential)]
+
+
+async def _emit(
+    request: Request,
+    caller: Credential,
+    body: EmitRequest,
+    kind: str,
+    document_id: str | None = None,
+) -> JSONResponse:
+    pool: AsyncConnectionPool[Any] = request.app.state.pool
+    started = time.perf_counter()
+    code = "Accepted"
+    try:
+        # Serialization failures and deadlocks are retried here, with the
+        # identical request (same event id), never answered as a 5xx.
+        for attempt in range(CONFLICT_RETRIES):
+            try:
+                async with pool.connection() as conn:
+                    receipt = await emit_http(conn, caller, body, document_id)
+                break
+            except TransientConflict:
+                if attempt == CONFLICT_RETRIES - 1:
+                    raise
+                await asyncio.sleep(random.uniform(0, 0.002 * 2**attempt))
+        if receipt.replayed:
+            code = "Replayed"
+        return _receipt(receipt)
+    except HandoffError as error:
+        code = error.code if isinstance(error, ContractError) else "Error"
+        raise
+    finally:
+        EMITS.labels(kind, code).inc()
+        EMIT_SECONDS.labels(kind).observe(time.perf_counter() - started)
+
+
+def _receipt(receipt: Receipt) -> JSONResponse:
+    return JSONResponse(
+        receipt.model_dump(mode="json", by_alias=True),
+        status_code=200 if receipt.replayed else 201,
+    )
+
+
+@router.post(
+    "/documents",
+    status_code=201,
+    response_model=Receipt,
+    responses={200: {"description": "identical retry: the original receipt"}, **ERROR_RESPONSES},
+    summary="Initial assignment of a document",
+)
+async def create_document(request: Request, caller: Caller, body: CreateRequest) -> JSONResponse:
+    return await _emit(request, caller, body, "create")
+
+
+@router.post(
+    "/handoffs",
+    status_code=201,
+    response_model=Receipt,
+    responses={200: {"description": "identical retry: the original receipt"}, **ERROR_RESPONSES},
+    summary="Handoff, progress or completion (nextOwner null with a terminal status)",
+)
+async def handoff(request: Request, caller: Caller, body: HandoffRequest) -> JSONResponse:
+    return await _emit(request, caller, body, "handoff")
+
+
+@router.post(
+    "/documents/{document_id}/runs",
+    status_code=201,
+    response_model=Receipt,
+    responses={200: {"description": "identical retry: the original receipt"}, **ERROR_RESPONSES},
+    summary="Start a new run of a finished document (reprocessing)",
+)
+async def start_run(
+    request: Request,
+    caller: Caller,
+    document_id: Annotated[Identifier, Path(description="The finished document")],
+    body: StartRunRequest,
+) -> JSONResponse:
+    return await _emit(request, caller, body, "run", document_id)
