@@ -95,7 +95,7 @@ class HttpTransport:
             path = "/v1/documents"
         else:
             path = f"/v1/documents/{document_id}/runs"
-        body = request.model_dump(mode="json", by_alias=True, exclude_none=True)
+        body = request.model_dump(mode="json", by_alias=True)
         try:
             response = self._http.post(path, json=body)
         except httpx.ConnectError as exc:

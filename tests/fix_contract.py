@@ -1,0 +1,121 @@
+"""Pytest plugin: services, clients and a real API server for the emit contract.
+
+Every test gets its own tenant, so tests never see each other's documents,
+counts or rejections, and the database never needs wiping.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import uuid
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import httpx
+import psycopg
+import pytest
+
+from handoff.core.client import HandoffClient
+from handoff.core.identity import Credential
+from handoff.core.services import add_service
+from handoff.core.settings import HandoffSettings
+from handoff.stack.layout import pick_port
+from handoff.stack.local import LocalStack
+from handoff.stack.migrate import upgrade
+from handoff.stack.procs import wait_until
+
+BACKENDS = ("direct", "http")
+
+
+@pytest.fixture(scope="session")
+def migrated(settings: HandoffSettings) -> HandoffSettings:
+    upgrade(settings)
+    return settings
+
+
+@pytest.fixture
+def tenant() -> str:
+    return f"t-{uuid.uuid4().hex[:10]}"
+
+
+@pytest.fixture
+def admin(migrated: HandoffSettings) -> Iterator[psycopg.Connection[Any]]:
+    """The API/admin role, autocommit: for registering services and checking invariants."""
+    with psycopg.connect(migrated.database_url, autocommit=True) as conn:
+        yield conn
+
+
+ServiceFactory = Callable[..., Credential]
+
+
+@pytest.fixture
+def service(admin: psycopg.Connection[Any], tenant: str) -> ServiceFactory:
+    def make(name: str, *, can_create: bool = False, in_tenant: str | None = None) -> Credential:
+        return add_service(admin, name, tenant=in_tenant or tenant, can_create=can_create)
+
+    return make
+
+
+@pytest.fixture(scope="session")
+def api_url(migrated: HandoffSettings, local_stack: LocalStack) -> Iterator[str]:
+    """A real ``handoff serve`` process on a free port."""
+    port = pick_port(18500, set())
+    env = {**os.environ, "HANDOFF_HOME": str(local_stack.layout.home)}
+    log = local_stack.layout.log_file("test-api")
+    with log.open("wb") as out:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "handoff.stack", "serve", "--port", str(port)],
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+    url = f"http://127.0.0.1:{port}"
+
+    def healthy() -> bool:
+        if proc.poll() is not None:
+            pytest.fail(f"handoff serve exited with {proc.returncode}; see {log}")
+        try:
+            return httpx.get(f"{url}/healthz", timeout=1).status_code == 200
+        except httpx.HTTPError:
+            return False
+
+    try:
+        if not wait_until(healthy, 30):
+            pytest.fail(f"handoff serve did not become healthy; see {log}")
+        yield url
+    finally:
+        proc.terminate()
+        proc.wait(15)
+
+
+ClientFactory = Callable[[Credential], HandoffClient]
+
+
+@pytest.fixture(params=BACKENDS)
+def connect(request: pytest.FixtureRequest, migrated: HandoffSettings) -> Iterator[ClientFactory]:
+    """Build clients for the backend under test; closes them afterwards."""
+    made: list[HandoffClient] = []
+
+    def factory(credential: Credential) -> HandoffClient:
+        if request.param == "direct":
+            client = HandoffClient.direct(credential, migrated.database_url, pool_size=2)
+        else:
+            client = HandoffClient.http(request.getfixturevalue("api_url"), credential)
+        made.append(client)
+        return client
+
+    yield factory
+    for client in made:
+        client.close()
+
+
+def counts(admin: psycopg.Connection[Any], tenant: str) -> dict[str, int]:
+    """Per-owner assigned counts, shards summed; owners at zero left out."""
+    rows = admin.execute(
+        "SELECT owner, sum(assigned) FROM handoff.owner_counts WHERE tenant_id = %s "
+        "GROUP BY owner HAVING sum(assigned) <> 0",
+        (tenant,),
+    ).fetchall()
+    return {owner: int(total) for owner, total in rows}

@@ -1,0 +1,232 @@
+"""Races on one version, duplicate storms, and a crossing workload, with threads and processes."""
+
+from __future__ import annotations
+
+import multiprocessing
+import random
+import threading
+import uuid
+from collections import Counter
+from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
+from typing import Any
+
+import psycopg
+import pytest
+
+from handoff.core import errors
+from handoff.core.client import HandoffClient
+from handoff.core.identity import Credential
+from handoff.core.models import Receipt
+from tests.fix_contract import ClientFactory, ServiceFactory, counts
+
+RACERS = 12
+
+
+def _setup(connect: ClientFactory, service: ServiceFactory) -> tuple[Credential, Credential]:
+    owner = service("owner", can_create=True)
+    service("next")
+    connect(owner).create(
+        event_id=str(uuid.uuid4()), document_id="hot", owner="owner", status="new"
+    )
+    return owner, service("spare")
+
+
+def _race(client: HandoffClient, barrier: threading.Barrier, event_id: str) -> str:
+    barrier.wait()
+    try:
+        receipt = client.emit(
+            event_id=event_id,
+            event_type="moved",
+            document_id="hot",
+            next_owner="next",
+            status="moved",
+            expected_version=1,
+        )
+    except errors.ContractError as exc:
+        return exc.code
+    return "replayed" if receipt.replayed else "accepted"
+
+
+def _facts(admin: psycopg.Connection[Any], tenant: str) -> tuple[Any, ...]:
+    one = admin.execute(
+        "SELECT (SELECT version FROM handoff.document_state WHERE tenant_id = %(t)s),"
+        " (SELECT count(*) FROM handoff.receipts WHERE tenant_id = %(t)s),"
+        " (SELECT count(*) FROM handoff.outbox WHERE tenant_id = %(t)s),"
+        " (SELECT count(*) FROM handoff.document_history WHERE tenant_id = %(t)s)",
+        {"t": tenant},
+    ).fetchone()
+    assert one is not None
+    return tuple(one)
+
+
+def test_racers_on_one_version_threads(
+    connect: ClientFactory, service: ServiceFactory, admin: psycopg.Connection[Any], tenant: str
+) -> None:
+    owner, _ = _setup(connect, service)
+    clients = [connect(owner) for _ in range(RACERS)]
+    barrier = threading.Barrier(RACERS)
+    with ThreadPoolExecutor(RACERS) as pool:
+        outcomes = Counter(pool.map(lambda c: _race(c, barrier, str(uuid.uuid4())), clients))
+    assert outcomes == {"accepted": 1, "OwnershipMismatch": RACERS - 1}
+    assert _facts(admin, tenant) == (2, 2, 2, 2)
+    assert counts(admin, tenant) == {"next": 1}
+
+
+def test_identical_duplicates_threads(
+    connect: ClientFactory, service: ServiceFactory, admin: psycopg.Connection[Any], tenant: str
+) -> None:
+    owner, _ = _setup(connect, service)
+    clients = [connect(owner) for _ in range(RACERS)]
+    barrier = threading.Barrier(RACERS)
+    same = str(uuid.uuid4())
+    with ThreadPoolExecutor(RACERS) as pool:
+        outcomes = Counter(pool.map(lambda c: _race(c, barrier, same), clients))
+    assert outcomes == {"accepted": 1, "replayed": RACERS - 1}
+    assert _facts(admin, tenant) == (2, 2, 2, 2)  # one version, one receipt, one outbox row
+
+
+def _process_racer(token: str, url: str, event_id: str, start_at: float) -> str:
+    import time
+
+    with HandoffClient.direct(token, url, pool_size=1) as client:
+        time.sleep(max(0.0, start_at - time.time()))
+        try:
+            receipt = client.emit(
+                event_id=event_id,
+                event_type="moved",
+                document_id="hot",
+                next_owner="next",
+                status="moved",
+                expected_version=1,
+            )
+        except errors.ContractError as exc:
+            return exc.code
+        return "replayed" if receipt.replayed else "accepted"
+
+
+@pytest.mark.parametrize("duplicates", [False, True], ids=["racers", "duplicates"])
+@pytest.mark.slow
+def test_processes(
+    migrated: Any,
+    service: ServiceFactory,
+    admin: psycopg.Connection[Any],
+    tenant: str,
+    duplicates: bool,
+) -> None:
+    import time
+
+    owner = service("owner", can_create=True)
+    service("next")
+    with HandoffClient.direct(owner, migrated.database_url) as client:
+        client.create(event_id=str(uuid.uuid4()), document_id="hot", owner="owner", status="new")
+    same = str(uuid.uuid4())
+    procs = 6
+    start_at = time.time() + 3.0  # every process connected before the start
+    with ProcessPoolExecutor(procs, mp_context=multiprocessing.get_context("spawn")) as pool:
+        futures = [
+            pool.submit(
+                _process_racer,
+                owner.token,
+                migrated.database_url,
+                same if duplicates else str(uuid.uuid4()),
+                start_at,
+            )
+            for _ in range(procs)
+        ]
+        outcomes = Counter(f.result(timeout=60) for f in futures)
+    loser = "replayed" if duplicates else "OwnershipMismatch"
+    assert outcomes == {"accepted": 1, loser: procs - 1}
+    assert _facts(admin, tenant) == (2, 2, 2, 2)
+
+
+OWNERS = ("a", "b", "c")
+
+
+@pytest.mark.slow
+def test_random_workload_with_crossing_handoffs_keeps_every_invariant(
+    connect: ClientFactory, service: ServiceFactory, admin: psycopg.Connection[Any], tenant: str
+) -> None:
+    creds = {name: service(name, can_create=True) for name in OWNERS}
+    workers = 8
+    clients = [{name: connect(cred) for name, cred in creds.items()} for _ in range(workers)]
+    docs = [f"doc-{i}" for i in range(10)]
+    for i, doc in enumerate(docs):
+        owner = OWNERS[i % 2]  # a and b hold them all at first: handoffs cross between them
+        clients[0][owner].create(
+            event_id=str(uuid.uuid4()), document_id=doc, owner=owner, status="s"
+        )
+
+    unexpected: list[BaseException] = []
+    accepted: list[Receipt] = []
+    lock = threading.Lock()
+
+    def work(seed: int) -> None:
+        rng = random.Random(seed)
+        mine = clients[seed]
+        with psycopg.connect(admin.info.dsn, password=admin.info.password, autocommit=True) as look:
+            for _ in range(120):
+                doc = rng.choice(docs)
+                row = look.execute(
+                    "SELECT owner, version FROM handoff.document_state "
+                    "WHERE tenant_id = %s AND document_id = %s",
+                    (tenant, doc),
+                ).fetchone()
+                assert row is not None
+                owner, version = row
+                if owner is None:
+                    continue
+                target = rng.choice([*OWNERS, None] if rng.random() < 0.05 else OWNERS)
+                try:
+                    receipt = mine[owner].emit(
+                        event_id=str(uuid.uuid4()),
+                        event_type="move",
+                        document_id=doc,
+                        next_owner=target,
+                        status="done" if target is None else "work",
+                        expected_version=version,
+                    )
+                    with lock:
+                        accepted.append(receipt)
+                except (errors.VersionMismatch, errors.OwnershipMismatch):
+                    pass  # lost a race: the contract working
+                except BaseException as exc:
+                    with lock:
+                        unexpected.append(exc)
+
+    threads = [threading.Thread(target=work, args=(seed,)) for seed in range(workers)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=300)
+    assert not any(t.is_alive() for t in threads), "workload hung (deadlock?)"
+    assert not unexpected, unexpected[:3]
+    assert len(accepted) > 100
+
+    # counts: for every owner, the shards sum to the active states it holds
+    active = dict(
+        admin.execute(
+            "SELECT owner, count(*) FROM handoff.document_state WHERE tenant_id = %s "
+            "AND owner IS NOT NULL GROUP BY owner",
+            (tenant,),
+        ).fetchall()
+    )
+    assert counts(admin, tenant) == active
+    # versions are gapless, match history, and each has exactly one outbox row
+    rows = admin.execute(
+        """
+        SELECT s.document_id, s.version,
+               array_agg(h.version ORDER BY h.version),
+               (SELECT array_agg(o.version ORDER BY o.version) FROM handoff.outbox o
+                 WHERE o.tenant_id = s.tenant_id AND o.document_id = s.document_id)
+          FROM handoff.document_state s
+          JOIN handoff.document_history h USING (tenant_id, document_id, run_id)
+         WHERE s.tenant_id = %s
+         GROUP BY s.tenant_id, s.document_id, s.version
+        """,
+        (tenant,),
+    ).fetchall()
+    assert len(rows) == len(docs)
+    for doc, version, history, outbox in rows:
+        assert history == list(range(1, version + 1)), doc
+        assert outbox == history, doc
+    assert sum(version for _, version, _, _ in rows) == len(docs) + len(accepted)
