@@ -151,9 +151,8 @@ CREATE FUNCTION handoff._reject(
     p_current_version integer, p_current_owner text
 ) RETURNS jsonb
 LANGUAGE sql
-SET search_path = handoff, pg_temp
 AS $$
-    INSERT INTO rejections (tenant_id, document_id, run_id, event_id, event_type, sender, code,
+    INSERT INTO handoff.rejections (tenant_id, document_id, run_id, event_id, event_type, sender, code,
                             message, expected_version, current_version, current_owner,
                             requested_owner, status)
     VALUES (p_tenant, p_request->>'documentId', (p_request->>'runId')::integer,
@@ -169,7 +168,6 @@ CREATE FUNCTION handoff._replay(
     p_tenant text, p_sender text, p_request jsonb, p_fingerprint bytea, r handoff.receipts
 ) RETURNS jsonb
 LANGUAGE sql
-SET search_path = handoff, pg_temp
 AS $$
     SELECT CASE WHEN r.fingerprint = p_fingerprint THEN
         jsonb_build_object('accepted', true, 'replayed', true, 'receipt', jsonb_build_object(
@@ -177,12 +175,22 @@ AS $$
             'version', r.version, 'owner', r.owner, 'status', r.status,
             'acceptedAt', r.accepted_at))
     ELSE
-        _reject(p_tenant, p_sender, p_request, 'ConflictingEventReuse',
+        handoff._reject(p_tenant, p_sender, p_request, 'ConflictingEventReuse',
                 format('event id %s was already accepted with different content '
                        '(document %s version %s); mint a new event id for a new change',
                        r.event_id, r.document_id, r.version),
                 NULL, NULL)
     END;
+$$;
+
+-- Adds delta to one shard of an owner's count.
+CREATE FUNCTION handoff._count(p_tenant text, p_owner text, p_shard smallint, p_delta integer)
+RETURNS void
+LANGUAGE sql
+AS $$
+    INSERT INTO handoff.owner_counts AS c (tenant_id, owner, shard, assigned)
+    VALUES (p_tenant, p_owner, p_shard, p_delta)
+    ON CONFLICT (tenant_id, owner, shard) DO UPDATE SET assigned = c.assigned + EXCLUDED.assigned;
 $$;
 
 -- The emit transaction, every rule of DESIGN.md "The emit contract", in one
@@ -198,16 +206,16 @@ CREATE FUNCTION handoff._emit(
     p_data jsonb, p_correlation_id text, p_causation_id text
 ) RETURNS jsonb
 LANGUAGE plpgsql
-SET search_path = handoff, pg_temp
-SET timezone = 'UTC'
+-- No SET clauses (search_path, timezone): each one costs a configuration
+-- save and restore on every call. Names are schema-qualified instead.
 AS $$
 DECLARE
     v_now        timestamptz := now();
     v_shard      smallint := (pg_backend_pid() % 16)::smallint;
     v_request    jsonb;
     v_fp         bytea;
-    v_receipt    receipts;
-    v_state      document_state;
+    v_receipt    handoff.receipts;
+    v_state      handoff.document_state;
     v_prev_owner text;
     v_answer     jsonb;
 BEGIN
@@ -243,25 +251,25 @@ BEGIN
 
     -- 1. The sender is the authenticated caller's service.
     IF p_claimed_sender IS NOT NULL AND p_claimed_sender <> p_service THEN
-        RETURN _reject(p_tenant, p_service, v_request, 'SenderMismatch',
+        RETURN handoff._reject(p_tenant, p_service, v_request, 'SenderMismatch',
                        format('sender %s is not the authenticated service %s',
                               p_claimed_sender, p_service), NULL, NULL);
     END IF;
 
     -- 2. A stored receipt answers, whatever happened to the document since.
-    SELECT * INTO v_receipt FROM receipts WHERE tenant_id = p_tenant AND event_id = p_event_id;
+    SELECT * INTO v_receipt FROM handoff.receipts WHERE tenant_id = p_tenant AND event_id = p_event_id;
     IF FOUND THEN
-        RETURN _replay(p_tenant, p_service, v_request, v_fp, v_receipt);
+        RETURN handoff._replay(p_tenant, p_service, v_request, v_fp, v_receipt);
     END IF;
 
     IF p_kind IN ('create', 'run') THEN
         -- 3. Creation: only permitted services, only if the state does not exist.
         IF NOT p_can_create THEN
-            RETURN _reject(p_tenant, p_service, v_request, 'NotPermitted',
+            RETURN handoff._reject(p_tenant, p_service, v_request, 'NotPermitted',
                            format('service %s may not create documents', p_service), NULL, NULL);
         END IF;
         IF p_kind = 'create' THEN
-            INSERT INTO document_state (tenant_id, document_id, run_id, owner, status, version,
+            INSERT INTO handoff.document_state (tenant_id, document_id, run_id, owner, status, version,
                                         assigned_at, due_at, created_at, updated_at, data)
             VALUES (p_tenant, p_document_id, 1, p_next_owner, p_status, 1,
                     v_now, p_due_at, v_now, v_now, coalesce(p_data, '{}'::jsonb))
@@ -270,20 +278,20 @@ BEGIN
         ELSE
             -- A new run starts only after the latest one finished; the row
             -- lock makes concurrent starts queue, and the loser finds run+1.
-            SELECT * INTO v_state FROM document_state
+            SELECT * INTO v_state FROM handoff.document_state
              WHERE tenant_id = p_tenant AND document_id = p_document_id
              ORDER BY run_id DESC LIMIT 1 FOR UPDATE;
             IF NOT FOUND THEN
-                RETURN _reject(p_tenant, p_service, v_request, 'DocumentNotFound',
+                RETURN handoff._reject(p_tenant, p_service, v_request, 'DocumentNotFound',
                                format('document %s does not exist', p_document_id), NULL, NULL);
             END IF;
             IF v_state.owner IS NOT NULL THEN
-                RETURN _reject(p_tenant, p_service, v_request, 'RunInProgress',
+                RETURN handoff._reject(p_tenant, p_service, v_request, 'RunInProgress',
                                format('run %s of %s is still owned by %s; it must finish first',
                                       v_state.run_id, p_document_id, v_state.owner),
                                v_state.version, v_state.owner);
             END IF;
-            INSERT INTO document_state (tenant_id, document_id, run_id, owner, status, version,
+            INSERT INTO handoff.document_state (tenant_id, document_id, run_id, owner, status, version,
                                         assigned_at, due_at, created_at, updated_at, data)
             VALUES (p_tenant, p_document_id, v_state.run_id + 1, p_next_owner, p_status, 1,
                     v_now, p_due_at, v_now, v_now, coalesce(p_data, '{}'::jsonb))
@@ -292,15 +300,15 @@ BEGIN
         END IF;
         IF NOT FOUND THEN
             -- A concurrent identical request may have won: its receipt answers.
-            SELECT * INTO v_receipt FROM receipts
+            SELECT * INTO v_receipt FROM handoff.receipts
              WHERE tenant_id = p_tenant AND event_id = p_event_id;
             IF FOUND THEN
-                RETURN _replay(p_tenant, p_service, v_request, v_fp, v_receipt);
+                RETURN handoff._replay(p_tenant, p_service, v_request, v_fp, v_receipt);
             END IF;
-            SELECT * INTO v_state FROM document_state
+            SELECT * INTO v_state FROM handoff.document_state
              WHERE tenant_id = p_tenant AND document_id = p_document_id
              ORDER BY run_id DESC LIMIT 1;
-            RETURN _reject(p_tenant, p_service, v_request, 'AlreadyExists',
+            RETURN handoff._reject(p_tenant, p_service, v_request, 'AlreadyExists',
                            format('document %s already exists (run %s)', p_document_id,
                                   v_state.run_id), v_state.version, v_state.owner);
         END IF;
@@ -308,7 +316,7 @@ BEGIN
     ELSE
         -- 4. Handoff, progress or completion: the conditions are part of the
         -- UPDATE, so concurrent calls cannot both advance one version.
-        UPDATE document_state s SET
+        UPDATE handoff.document_state s SET
             owner        = p_next_owner,
             status       = p_status,
             version      = s.version + 1,
@@ -323,7 +331,7 @@ BEGIN
             completed_at = CASE WHEN p_next_owner IS NULL THEN v_now END,
             data         = s.data || coalesce(p_data, '{}'::jsonb)
          WHERE s.tenant_id = p_tenant AND s.document_id = p_document_id
-           AND s.run_id = coalesce(p_run_id, (SELECT max(run_id) FROM document_state
+           AND s.run_id = coalesce(p_run_id, (SELECT max(run_id) FROM handoff.document_state
                                                WHERE tenant_id = p_tenant
                                                  AND document_id = p_document_id))
            AND s.owner = p_service
@@ -332,27 +340,27 @@ BEGIN
         IF NOT FOUND THEN
             -- An identical request that committed while we waited on the row
             -- lock: answer with its receipt, not with a version mismatch.
-            SELECT * INTO v_receipt FROM receipts
+            SELECT * INTO v_receipt FROM handoff.receipts
              WHERE tenant_id = p_tenant AND event_id = p_event_id;
             IF FOUND THEN
-                RETURN _replay(p_tenant, p_service, v_request, v_fp, v_receipt);
+                RETURN handoff._replay(p_tenant, p_service, v_request, v_fp, v_receipt);
             END IF;
-            SELECT * INTO v_state FROM document_state
+            SELECT * INTO v_state FROM handoff.document_state
              WHERE tenant_id = p_tenant AND document_id = p_document_id
-               AND run_id = coalesce(p_run_id, (SELECT max(run_id) FROM document_state
+               AND run_id = coalesce(p_run_id, (SELECT max(run_id) FROM handoff.document_state
                                                  WHERE tenant_id = p_tenant
                                                    AND document_id = p_document_id));
             IF NOT FOUND THEN
-                RETURN _reject(p_tenant, p_service, v_request, 'DocumentNotFound',
+                RETURN handoff._reject(p_tenant, p_service, v_request, 'DocumentNotFound',
                                format('document %s%s does not exist', p_document_id,
                                       coalesce(' run ' || p_run_id, '')), NULL, NULL);
             ELSIF v_state.owner IS DISTINCT FROM p_service THEN
-                RETURN _reject(p_tenant, p_service, v_request, 'OwnershipMismatch',
+                RETURN handoff._reject(p_tenant, p_service, v_request, 'OwnershipMismatch',
                                format('%s is owned by %s, not by %s', p_document_id,
                                       coalesce(v_state.owner, 'nobody (finished)'), p_service),
                                v_state.version, v_state.owner);
             ELSE
-                RETURN _reject(p_tenant, p_service, v_request, 'VersionMismatch',
+                RETURN handoff._reject(p_tenant, p_service, v_request, 'VersionMismatch',
                                format('%s is at version %s, not %s', p_document_id,
                                       v_state.version, p_expected_version),
                                v_state.version, v_state.owner);
@@ -361,15 +369,15 @@ BEGIN
         v_prev_owner := p_service;
     END IF;
 
-    -- 5. History, outbox and receipt, in the same transaction.
-    INSERT INTO document_history (tenant_id, document_id, run_id, version, event_id, event_type,
+    -- 5. History, handoff.outbox and receipt, in the same transaction.
+    INSERT INTO handoff.document_history (tenant_id, document_id, run_id, version, event_id, event_type,
                                   sender, owner_before, owner_after, status, accepted_at,
                                   assigned_at, due_at, data, correlation_id, causation_id)
     VALUES (p_tenant, p_document_id, v_state.run_id, v_state.version, p_event_id, p_event_type,
             p_service, v_prev_owner, v_state.owner, v_state.status, v_now, v_state.assigned_at,
             v_state.due_at, coalesce(p_data, '{}'::jsonb), p_correlation_id, p_causation_id);
 
-    INSERT INTO outbox (tenant_id, document_id, run_id, version, event_id, event_type, payload)
+    INSERT INTO handoff.outbox (tenant_id, document_id, run_id, version, event_id, event_type, payload)
     VALUES (p_tenant, p_document_id, v_state.run_id, v_state.version, p_event_id, p_event_type,
             jsonb_build_object(
                 'eventId', p_event_id, 'eventType', p_event_type, 'schemaVersion', 1,
@@ -382,7 +390,7 @@ BEGIN
                 'completed', v_state.owner IS NULL, 'completedAt', v_state.completed_at,
                 'data', v_state.data));
 
-    INSERT INTO receipts (tenant_id, event_id, fingerprint, document_id, run_id, version, owner,
+    INSERT INTO handoff.receipts (tenant_id, event_id, fingerprint, document_id, run_id, version, owner,
                           status, accepted_at)
     VALUES (p_tenant, p_event_id, v_fp, p_document_id, v_state.run_id, v_state.version,
             v_state.owner, v_state.status, v_now)
@@ -398,13 +406,18 @@ BEGIN
     -- 6. Counts last, so their row locks are held only until commit, and in
     -- one global order (owner, then shard): a crossing A->B and B->A would
     -- otherwise lock the same two rows in opposite orders and deadlock.
-    IF v_prev_owner IS DISTINCT FROM v_state.owner THEN
-        INSERT INTO owner_counts AS c (tenant_id, owner, shard, assigned)
-        SELECT p_tenant, d.owner, v_shard, d.delta
-          FROM (VALUES (v_prev_owner, -1), (v_state.owner, 1)) AS d(owner, delta)
-         WHERE d.owner IS NOT NULL
-         ORDER BY d.owner COLLATE "C"
-        ON CONFLICT (tenant_id, owner, shard) DO UPDATE SET assigned = c.assigned + EXCLUDED.assigned;
+    IF v_prev_owner IS NULL THEN                    -- created: a first assignment
+        PERFORM handoff._count(p_tenant, v_state.owner, v_shard, 1);
+    ELSIF v_state.owner IS NULL THEN                -- completed: the assignment ends
+        PERFORM handoff._count(p_tenant, v_prev_owner, v_shard, -1);
+    ELSIF v_prev_owner = v_state.owner THEN         -- progress: counts unchanged
+        NULL;
+    ELSIF v_prev_owner COLLATE "C" < v_state.owner COLLATE "C" THEN
+        PERFORM handoff._count(p_tenant, v_prev_owner, v_shard, -1);
+        PERFORM handoff._count(p_tenant, v_state.owner, v_shard, 1);
+    ELSE
+        PERFORM handoff._count(p_tenant, v_state.owner, v_shard, 1);
+        PERFORM handoff._count(p_tenant, v_prev_owner, v_shard, -1);
     END IF;
 
     RETURN jsonb_build_object('accepted', true, 'replayed', false, 'receipt', jsonb_build_object(
@@ -448,22 +461,21 @@ CREATE FUNCTION handoff.emit_http(
     p_due_at timestamptz, p_data jsonb, p_correlation_id text, p_causation_id text
 ) RETURNS jsonb
 LANGUAGE plpgsql
-SET search_path = handoff, pg_temp
 AS $$
 DECLARE
-    v services;
+    v handoff.services;
 BEGIN
-    SELECT * INTO v FROM services WHERE db_role = p_credential_role;
+    SELECT * INTO v FROM handoff.services WHERE db_role = p_credential_role;
     IF NOT FOUND OR v.secret_hash <> p_secret_hash THEN
         RETURN jsonb_build_object('accepted', false, 'code', 'Unauthenticated',
                                   'message', 'unknown or revoked service credential');
     END IF;
-    RETURN _emit(v.tenant_id, v.name, v.can_create, p_kind, p_sender, p_event_id, p_event_type,
+    RETURN handoff._emit(v.tenant_id, v.name, v.can_create, p_kind, p_sender, p_event_id, p_event_type,
                  p_document_id, p_run_id, p_next_owner, p_status, p_expected_version, p_due_at,
                  p_data, p_correlation_id, p_causation_id);
 END
 $$;
 
-REVOKE ALL ON FUNCTION handoff._reject, handoff._replay, handoff._emit, handoff.emit_http,
-                       handoff.emit_direct FROM PUBLIC;
+REVOKE ALL ON FUNCTION handoff._reject, handoff._replay, handoff._count, handoff._emit,
+                       handoff.emit_http, handoff.emit_direct FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION handoff.emit_direct TO handoff_service;

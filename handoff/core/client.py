@@ -271,5 +271,3 @@ def _validated(model: type[M], **fields: Any) -> M:
             f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors()
         )
         raise InvalidRequest(problems) from exc
-
-

@@ -82,6 +82,21 @@ def emit_direct(
     return answer(row[0])
 
 
+def emit_as(
+    conn: psycopg.Connection[Any],
+    credential: Credential,
+    request: Request,
+    document_id: str | None = None,
+) -> Receipt:
+    """Emit as the service a credential names, on a connection of the API role."""
+    args = {**params(request, document_id), "role": credential.role}
+    args["secret_hash"] = credential.secret_hash
+    with translated():
+        row = conn.execute(EMIT_HTTP, args).fetchone()
+    assert row is not None
+    return answer(row[0])
+
+
 async def emit_http(
     conn: psycopg.AsyncConnection[Any],
     credential: Credential,

@@ -149,7 +149,7 @@ class ContractMachine(RuleBasedStateMachine):
         drift=st.sampled_from([0, 0, 0, -1, 1]),
         event_id=fresh_id,
     )
-    def emit(  # noqa: PLR0917 - hypothesis passes rule arguments by name
+    def emit(
         self,
         doc: str,
         sender: str | None,

@@ -1,0 +1,120 @@
+"""``make bench``: run the benchmarks against the local stack and print tables."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+import uuid
+from dataclasses import asdict
+
+from rich.console import Console
+
+from benchmarks import emit, emit_pgbench, pgbench
+from benchmarks.stats import markdown_table
+from handoff.core.settings import load_settings
+from handoff.stack.local import LocalStack
+
+console = Console()
+
+
+def bench_emit(seconds: float, client_counts: list[int]) -> str:
+    """Emit vs pgbench tpcb-like, same server, same client counts, one run.
+
+    Two drivers for the emit transaction: pgbench's C client running the
+    emit function (the database side alone, as tpcb-like is measured), and
+    the Python emitter the product uses (adds the client's own CPU, which
+    shares this machine's cores with the server).
+    """
+    stack = LocalStack(console=console)
+    settings = load_settings(stack.layout.home)
+    superuser = stack.postgres.superuser_url()
+    console.print(f"[bold]emit[/bold]: preparing pgbench (scale {max(client_counts)})…")
+    pgbench.prepare(superuser, scale=max(client_counts))
+    tenant = f"bench-{uuid.uuid4().hex[:8]}"
+    tokens = emit.register_owners(settings.database_url, tenant)
+    rows = []
+    raw = []
+    secs = int(seconds)
+    for clients in client_counts:
+        console.print(f"  {clients} clients: tpcb-like…", end="")
+        tpcb = pgbench.run(superuser, clients, secs)
+        console.print(f" {tpcb.tps:,.0f}; emit via pgbench…", end="")
+        pg_uniform = emit_pgbench.run(
+            settings.database_url, tenant, tokens, "uniform", clients, secs
+        )
+        pg_hot = emit_pgbench.run(settings.database_url, tenant, tokens, "hot", clients, secs)
+        console.print(f" {pg_uniform.tps:,.0f}/{pg_hot.tps:,.0f}; via Python…", end="")
+        py_uniform = emit.run(settings.database_url, tokens, "uniform", clients, seconds)
+        py_hot = emit.run(settings.database_url, tokens, "hot", clients, seconds)
+        console.print(f" {py_uniform.accepted_per_s:,.0f}/{py_hot.accepted_per_s:,.0f}")
+        raw.append(
+            {
+                "clients": clients,
+                "tpcb": asdict(tpcb),
+                "emit_pgbench_uniform": asdict(pg_uniform),
+                "emit_pgbench_hot": asdict(pg_hot),
+                "emit_python_uniform": asdict(py_uniform),
+                "emit_python_hot": asdict(py_hot),
+            }
+        )
+        # pgbench stops with an error if any transaction fails (run_script raises)
+        for driver, uniform, hot, failed in (
+            ("pgbench", (pg_uniform.tps, pg_uniform.p50_ms, pg_uniform.p99_ms),
+             (pg_hot.tps, pg_hot.p50_ms, pg_hot.p99_ms), 0),
+            ("python", (py_uniform.accepted_per_s, py_uniform.p50_ms, py_uniform.p99_ms),
+             (py_hot.accepted_per_s, py_hot.p50_ms, py_hot.p99_ms),
+             py_uniform.errors + py_hot.errors),
+        ):  # fmt: skip
+            rows.append(
+                [
+                    clients,
+                    driver,
+                    tpcb.tps,
+                    uniform[0],
+                    hot[0],
+                    f"{uniform[0] / tpcb.tps:.2f}x",
+                    f"{hot[0] / uniform[0]:.2f}x",
+                    f"{uniform[1]:.2f} / {uniform[2]:.2f}",
+                    f"{hot[1]:.2f} / {hot[2]:.2f}",
+                    f"{tpcb.p50_ms:.2f} / {tpcb.p99_ms:.2f}",
+                    failed,
+                ]
+            )
+    table = markdown_table(
+        [
+            "clients",
+            "emit driver",
+            "tpcb-like tps",
+            "uniform/s",
+            "hot/s",
+            "uniform÷tpcb",
+            "hot÷uniform",
+            "uniform p50/p99 ms",
+            "hot p50/p99 ms",
+            "tpcb p50/p99 ms",
+            "failed",
+        ],
+        rows,
+    )
+    out = stack.layout.home / "bench"
+    out.mkdir(exist_ok=True)
+    (out / f"emit-{time.strftime('%Y%m%d-%H%M%S')}.json").write_text(json.dumps(raw, indent=2))
+    return table
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks")
+    parser.add_argument("which", nargs="*", default="emit", help="benchmarks to run: emit")
+    parser.add_argument("--seconds", type=float, default=10.0, help="measured time per run")
+    parser.add_argument("--clients", default="1,8,32", help="comma-separated client counts")
+    args = parser.parse_args()
+    counts = [int(c) for c in args.clients.split(",")]
+    if "emit" in args.which:
+        table = bench_emit(args.seconds, counts)
+        console.print("\n[bold]Emit: accepted handoffs per second[/bold]")
+        print(table)
+
+
+if __name__ == "__main__":
+    main()
