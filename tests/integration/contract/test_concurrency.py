@@ -230,3 +230,49 @@ def test_random_workload_with_crossing_handoffs_keeps_every_invariant(
         assert history == list(range(1, version + 1)), doc
         assert outbox == history, doc
     assert sum(version for _, version, _, _ in rows) == len(docs) + len(accepted)
+
+
+def test_crossing_handoffs_at_the_same_moment_never_deadlock(
+    connect: ClientFactory, service: ServiceFactory, admin: psycopg.Connection[Any], tenant: str
+) -> None:
+    a, b = service("a", can_create=True), service("b", can_create=True)
+    clients = {"a": connect(a), "b": connect(b)}
+    clients["a"].create(event_id=str(uuid.uuid4()), document_id="x", owner="a", status="s")
+    clients["b"].create(event_id=str(uuid.uuid4()), document_id="y", owner="b", status="s")
+    state = {"x": ["a", 1], "y": ["b", 1]}
+    barrier = threading.Barrier(2)
+    failures: list[BaseException] = []
+
+    def move(doc: str) -> None:
+        owner, version = state[doc]
+        target = "b" if owner == "a" else "a"
+        barrier.wait()
+        try:
+            clients[owner].emit(
+                event_id=str(uuid.uuid4()),
+                event_type="cross",
+                document_id=doc,
+                next_owner=target,
+                status="s",
+                expected_version=version,
+            )
+        except BaseException as exc:
+            failures.append(exc)
+        state[doc] = [target, version + 1]
+
+    rounds = 60
+    for _ in range(rounds):  # x: a->b while y: b->a, then back
+        threads = [threading.Thread(target=move, args=(doc,)) for doc in ("x", "y")]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=30)
+        assert not any(t.is_alive() for t in threads), "crossing handoffs hung"
+    assert not failures, failures[:3]
+    versions = admin.execute(
+        "SELECT document_id, version FROM handoff.document_state WHERE tenant_id = %s "
+        "ORDER BY document_id",
+        (tenant,),
+    ).fetchall()
+    assert versions == [("x", rounds + 1), ("y", rounds + 1)]
+    assert counts(admin, tenant) == {"a": 1, "b": 1}
