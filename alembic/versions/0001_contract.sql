@@ -163,9 +163,11 @@ AS $$
                               'currentVersion', p_current_version, 'currentOwner', p_current_owner);
 $$;
 
--- The answer for an event id that already has a receipt.
+-- The answer for an event id that already has a receipt (NULL if none):
+-- the original receipt for the identical request, else a recorded
+-- ConflictingEventReuse.
 CREATE FUNCTION handoff._replay(
-    p_tenant text, p_sender text, p_request jsonb, p_fingerprint bytea, r handoff.receipts
+    p_tenant text, p_sender text, p_request jsonb, p_fingerprint bytea
 ) RETURNS jsonb
 LANGUAGE sql
 AS $$
@@ -180,7 +182,9 @@ AS $$
                        '(document %s version %s); mint a new event id for a new change',
                        r.event_id, r.document_id, r.version),
                 NULL, NULL)
-    END;
+    END
+      FROM handoff.receipts r
+     WHERE r.tenant_id = p_tenant AND r.event_id = p_request->>'eventId';
 $$;
 
 -- Adds delta to one shard of an owner's count.
@@ -214,7 +218,6 @@ DECLARE
     v_shard      smallint := (pg_backend_pid() % 16)::smallint;
     v_request    jsonb;
     v_fp         bytea;
-    v_receipt    handoff.receipts;
     v_state      handoff.document_state;
     v_prev_owner text;
     v_answer     jsonb;
@@ -257,9 +260,9 @@ BEGIN
     END IF;
 
     -- 2. A stored receipt answers, whatever happened to the document since.
-    SELECT * INTO v_receipt FROM handoff.receipts WHERE tenant_id = p_tenant AND event_id = p_event_id;
-    IF FOUND THEN
-        RETURN handoff._replay(p_tenant, p_service, v_request, v_fp, v_receipt);
+    v_answer := handoff._replay(p_tenant, p_service, v_request, v_fp);
+    IF v_answer IS NOT NULL THEN
+        RETURN v_answer;
     END IF;
 
     IF p_kind IN ('create', 'run') THEN
@@ -300,10 +303,9 @@ BEGIN
         END IF;
         IF NOT FOUND THEN
             -- A concurrent identical request may have won: its receipt answers.
-            SELECT * INTO v_receipt FROM handoff.receipts
-             WHERE tenant_id = p_tenant AND event_id = p_event_id;
-            IF FOUND THEN
-                RETURN handoff._replay(p_tenant, p_service, v_request, v_fp, v_receipt);
+            v_answer := handoff._replay(p_tenant, p_service, v_request, v_fp);
+            IF v_answer IS NOT NULL THEN
+                RETURN v_answer;
             END IF;
             SELECT * INTO v_state FROM handoff.document_state
              WHERE tenant_id = p_tenant AND document_id = p_document_id
@@ -340,10 +342,9 @@ BEGIN
         IF NOT FOUND THEN
             -- An identical request that committed while we waited on the row
             -- lock: answer with its receipt, not with a version mismatch.
-            SELECT * INTO v_receipt FROM handoff.receipts
-             WHERE tenant_id = p_tenant AND event_id = p_event_id;
-            IF FOUND THEN
-                RETURN handoff._replay(p_tenant, p_service, v_request, v_fp, v_receipt);
+            v_answer := handoff._replay(p_tenant, p_service, v_request, v_fp);
+            IF v_answer IS NOT NULL THEN
+                RETURN v_answer;
             END IF;
             SELECT * INTO v_state FROM handoff.document_state
              WHERE tenant_id = p_tenant AND document_id = p_document_id

@@ -82,6 +82,12 @@ def emit_direct(
     return answer(row[0])
 
 
+def _as(credential: Credential, request: Request, document_id: str | None) -> dict[str, Any]:
+    args = params(request, document_id)
+    args["role"], args["secret_hash"] = credential.role, credential.secret_hash
+    return args
+
+
 def emit_as(
     conn: psycopg.Connection[Any],
     credential: Credential,
@@ -89,10 +95,8 @@ def emit_as(
     document_id: str | None = None,
 ) -> Receipt:
     """Emit as the service a credential names, on a connection of the API role."""
-    args = {**params(request, document_id), "role": credential.role}
-    args["secret_hash"] = credential.secret_hash
     with translated():
-        row = conn.execute(EMIT_HTTP, args).fetchone()
+        row = conn.execute(EMIT_HTTP, _as(credential, request, document_id)).fetchone()
     assert row is not None
     return answer(row[0])
 
@@ -104,10 +108,8 @@ async def emit_http(
     document_id: str | None = None,
 ) -> Receipt:
     """Emit for the HTTP API, as the service the bearer credential names."""
-    args = {**params(request, document_id), "role": credential.role}
-    args["secret_hash"] = credential.secret_hash
     with translated():
-        cursor = await conn.execute(EMIT_HTTP, args)
+        cursor = await conn.execute(EMIT_HTTP, _as(credential, request, document_id))
         row = await cursor.fetchone()
     assert row is not None
     return answer(row[0])

@@ -35,7 +35,8 @@ EMIT_SECONDS = Histogram(
 
 CONFLICT_RETRIES = 10
 
-ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
+RESPONSES: dict[int | str, dict[str, Any]] = {
+    200: {"description": "identical retry: the original receipt"},
     401: {"description": "missing or unknown credential (code Unauthenticated)"},
     403: {"description": "SenderMismatch or NotPermitted"},
     404: {"description": "DocumentNotFound"},
@@ -105,7 +106,7 @@ def _receipt(receipt: Receipt) -> JSONResponse:
     "/documents",
     status_code=201,
     response_model=Receipt,
-    responses={200: {"description": "identical retry: the original receipt"}, **ERROR_RESPONSES},
+    responses=RESPONSES,
     summary="Initial assignment of a document",
 )
 async def create_document(request: Request, caller: Caller, body: CreateRequest) -> JSONResponse:
@@ -116,7 +117,7 @@ async def create_document(request: Request, caller: Caller, body: CreateRequest)
     "/handoffs",
     status_code=201,
     response_model=Receipt,
-    responses={200: {"description": "identical retry: the original receipt"}, **ERROR_RESPONSES},
+    responses=RESPONSES,
     summary="Handoff, progress or completion (nextOwner null with a terminal status)",
 )
 async def handoff(request: Request, caller: Caller, body: HandoffRequest) -> JSONResponse:
@@ -127,7 +128,7 @@ async def handoff(request: Request, caller: Caller, body: HandoffRequest) -> JSO
     "/documents/{document_id}/runs",
     status_code=201,
     response_model=Receipt,
-    responses={200: {"description": "identical retry: the original receipt"}, **ERROR_RESPONSES},
+    responses=RESPONSES,
     summary="Start a new run of a finished document (reprocessing)",
 )
 async def start_run(
