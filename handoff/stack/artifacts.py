@@ -13,6 +13,7 @@ import shutil
 import subprocess
 import tarfile
 import tempfile
+import time
 from importlib import resources
 from pathlib import Path
 
@@ -23,6 +24,7 @@ from handoff.core.errors import DownloadFailed, PrerequisiteMissing
 
 _COMPLETE = ".complete"
 _PROGRESS = re.compile(r"Progress \(\d+\): (.+)")
+_DOWNLOADED = re.compile(r"Downloaded from [^:]+: (\S+) \(([\d.]+ \w+)")
 
 
 def _cached(target: Path) -> bool:
@@ -39,10 +41,17 @@ def _maven() -> str:
     return mvn
 
 
+def _size_bytes(text: str) -> float:
+    number, _, unit = text.partition(" ")
+    scale = {"B": 1, "kB": 1e3, "KB": 1e3, "MB": 1e6, "GB": 1e9}.get(unit.strip(), 1)
+    return float(number) * scale
+
+
 def _run_maven(args: list[str], what: str, console: Console) -> None:
-    """Run Maven, showing its transfer progress on one live status line."""
+    """Run Maven with one live status line: files and megabytes so far, current file."""
     cmd = [_maven(), "-Dstyle.color=never", *args]
     tail: list[str] = []
+    files, fetched, began = 0, 0.0, time.monotonic()
     with (
         console.status(f"downloading {what} from Maven Central…") as status,
         subprocess.Popen(
@@ -61,12 +70,21 @@ def _run_maven(args: list[str], what: str, console: Console) -> None:
                 tail = [*tail[-30:], line]
                 if match := _PROGRESS.search(line):
                     status.update(f"downloading {what}: {match.group(1)}")
-                elif line.startswith("Downloaded from"):
-                    console.print(f"  [dim]{line}[/dim]", highlight=False)
+                elif match := _DOWNLOADED.search(line):
+                    files += 1
+                    fetched += _size_bytes(match.group(2))
+                    name = match.group(1).rsplit("/", 1)[-1]
+                    status.update(
+                        f"downloading {what}: {files} files, {fetched / 1e6:.1f} MB ({name})"
+                    )
         code = proc.wait()
     if code != 0:
         raise DownloadFailed(
             f"Maven could not fetch {what} (exit {code}); its last lines:\n" + "\n".join(tail)
+        )
+    if files:
+        console.print(
+            f"  fetched {files} files ({fetched / 1e6:.1f} MB) in {time.monotonic() - began:.1f} s"
         )
 
 
