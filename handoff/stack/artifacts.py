@@ -84,7 +84,8 @@ def _run_maven(args: list[str], what: str, console: Console) -> None:
         )
     if files:
         console.print(
-            f"  fetched {files} files ({fetched / 1e6:.1f} MB) in {time.monotonic() - began:.1f} s"
+            f"  fetched {files} file{'s' if files != 1 else ''} ({fetched / 1e6:.1f} MB) "
+            f"in {time.monotonic() - began:.1f} s"
         )
 
 
