@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: setup up down status lint test test-unit demo bench clean
+.PHONY: setup up down status lint schemas-check test test-unit demo bench clean
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python 3.11+ is required (set PYTHON=python3.11)")'
@@ -29,7 +29,10 @@ lint: setup  ## ruff and mypy
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 
-test: lint up  ## the whole suite against the real stack
+schemas-check: setup  ## the newest event schema reads every retained version
+	$(BIN)/handoff schemas check
+
+test: lint schemas-check up  ## the whole suite against the real stack
 	$(BIN)/handoff db upgrade
 	$(BIN)/pytest
 

@@ -1,1 +1,1 @@
-"""relay — see DESIGN.md."""
+"""The outbox relay: committed outbox rows to Kafka as Avro events, in order per document."""

@@ -26,6 +26,8 @@ app.add_typer(stack_app, name="stack")
 app.add_typer(db_app, name="db")
 service_app = typer.Typer(no_args_is_help=True, help="Services and their credentials.")
 app.add_typer(service_app, name="service")
+schemas_app = typer.Typer(no_args_is_help=True, help="The Avro event schemas in schemas/.")
+app.add_typer(schemas_app, name="schemas")
 
 PartsArg = Annotated[
     list[str] | None,
@@ -131,6 +133,53 @@ def serve(
 
     console.print(f"Handoff tracker on http://{host}:{port}  (API docs: /docs)")
     uvicorn.run(create_app(pool_size=pool_size), host=host, port=port, log_level="warning")
+
+
+@app.command("relay")
+def relay(
+    once: Annotated[bool, typer.Option("--once", help="Drain what is pending, then exit.")] = False,
+    metrics_port: Annotated[
+        int | None, typer.Option(help="Serve Prometheus metrics on this port.")
+    ] = None,
+) -> None:
+    """Publish committed outbox rows to Kafka (run several for availability)."""
+    import logging
+    import signal
+
+    from prometheus_client import start_http_server
+
+    from handoff.relay.relay import Relay
+    from handoff.relay.settings import RelaySettings
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    for noisy in ("httpx", "httpx2"):  # one line per registry request otherwise
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+    worker = Relay(load_settings(), RelaySettings())
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: worker.stop())
+    if metrics_port is not None:
+        start_http_server(metrics_port, addr="127.0.0.1")
+    count = worker.run(once=once)
+    console.print(f"relay published {count} events")
+
+
+@schemas_app.command("check")
+def schemas_check() -> None:
+    """Fail if the newest event schema cannot read data of every retained version."""
+    from handoff.core.events import retained_versions
+    from handoff.core.schema_compat import problems
+
+    versions = retained_versions()
+    found = problems(versions)
+    for problem in found:
+        console.print(f"[red]incompatible[/red]: {problem}")
+    if found:
+        raise typer.Exit(1)
+    console.print(
+        f"schemas ok: v{versions[-1].version} reads "
+        + ", ".join(f"v{v.version}" for v in versions)
+        + " (BACKWARD_TRANSITIVE)"
+    )
 
 
 @app.command("demo")

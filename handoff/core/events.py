@@ -1,0 +1,104 @@
+"""The event contract: Avro schemas from ``schemas/``, the envelope, the wire format.
+
+Events travel in the Confluent wire format (magic byte 0, the registry's
+4-byte schema id, then the Avro body), so any Confluent-compatible consumer
+decodes them through the registry.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import re
+from dataclasses import dataclass
+from datetime import datetime
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import fastavro
+
+from handoff.core.errors import ConfigurationError, HandoffError
+
+SCHEMA_FAMILY = "handoff_event"
+_VERSION_FILE = re.compile(r"^v(\d+)\.avsc$")
+_TIMESTAMPS = ("occurredAt", "assignedAt", "dueAt", "completedAt")
+
+
+class EventEncodingError(HandoffError):
+    """An outbox row that cannot be turned into an event of the current schema."""
+
+
+@dataclass(frozen=True)
+class EventSchema:
+    version: int
+    text: str
+
+    @property
+    def parsed(self) -> Any:
+        return _parse(self.text)
+
+
+@cache
+def _parse(text: str) -> Any:
+    return fastavro.parse_schema(json.loads(text))
+
+
+def schemas_dir() -> Path:
+    """``schemas/`` beside the package, like ``alembic/``."""
+    folder = Path(__file__).resolve().parents[2] / "schemas" / SCHEMA_FAMILY
+    if not folder.is_dir():
+        raise ConfigurationError(f"event schemas not found at {folder}; use a source checkout")
+    return folder
+
+
+def retained_versions(folder: Path | None = None) -> list[EventSchema]:
+    """Every retained version, oldest first."""
+    found = []
+    for path in (folder or schemas_dir()).iterdir():
+        if match := _VERSION_FILE.match(path.name):
+            found.append(EventSchema(int(match.group(1)), path.read_text()))
+    if not found:
+        raise ConfigurationError(f"no v<N>.avsc schema in {folder or schemas_dir()}")
+    return sorted(found, key=lambda s: s.version)
+
+
+def current_schema() -> EventSchema:
+    return retained_versions()[-1]
+
+
+def to_record(payload: dict[str, Any], schema_version: int) -> dict[str, Any]:
+    """The outbox payload (JSON from the emit transaction) as an Avro record."""
+    try:
+        record = dict(payload)
+        for field in _TIMESTAMPS:
+            value = record.get(field)
+            if isinstance(value, str):
+                record[field] = datetime.fromisoformat(value)
+        record["data"] = json.dumps(record.get("data") or {}, separators=(",", ":"))
+        record["schemaVersion"] = schema_version
+    except (TypeError, ValueError) as exc:
+        raise EventEncodingError(f"bad outbox payload: {exc}") from exc
+    return record
+
+
+def encode(schema: EventSchema, schema_id: int, record: dict[str, Any]) -> bytes:
+    out = io.BytesIO()
+    out.write(b"\x00" + schema_id.to_bytes(4, "big"))
+    try:
+        fastavro.schemaless_writer(out, schema.parsed, record, strict_allow_default=True)
+    except (ValueError, TypeError, KeyError, AttributeError) as exc:
+        raise EventEncodingError(f"does not fit schema v{schema.version}: {exc}") from exc
+    return out.getvalue()
+
+
+def decode(value: bytes, writer: EventSchema, reader: EventSchema | None = None) -> dict[str, Any]:
+    """Decode a wire-format value written with ``writer`` (read as ``reader``)."""
+    if len(value) < 5 or value[0] != 0:
+        raise EventEncodingError("not Confluent wire format (magic byte 0 + schema id)")
+    result = fastavro.schemaless_reader(
+        io.BytesIO(value[5:]), writer.parsed, (reader or writer).parsed
+    )
+    if not isinstance(result, dict):
+        raise EventEncodingError("the value is not an event record")
+    return result

@@ -1,0 +1,62 @@
+"""Named statements of the outbox family, as the relay uses them."""
+
+from __future__ import annotations
+
+# Advisory-lock class of the relay's slots: (RELAY_LOCK_CLASS, slot).
+RELAY_LOCK_CLASS = 0x48_4F_46_46  # "HOFF"
+# Every relay session also holds (RELAY_MEMBER_CLASS, its backend pid), so a
+# relay that owns no slot yet still counts when the others compute a fair share.
+RELAY_MEMBER_CLASS = 0x48_4F_46_4D  # "HOFM"
+
+JOIN = "SELECT pg_advisory_lock(%(cls)s, pg_backend_pid())"
+
+TRY_LOCK_SLOT = "SELECT pg_try_advisory_lock(%(cls)s, %(slot)s)"
+UNLOCK_SLOT = "SELECT pg_advisory_unlock(%(cls)s, %(slot)s)"
+
+RELAYS_ALIVE = """
+SELECT count(*) FROM pg_locks
+ WHERE locktype = 'advisory' AND classid = %(cls)s AND granted AND database = (
+       SELECT oid FROM pg_database WHERE datname = current_database())
+"""
+
+SLOTS_HELD_BY_OTHERS = """
+SELECT objid::int FROM pg_locks
+ WHERE locktype = 'advisory' AND classid = %(cls)s AND granted AND pid <> pg_backend_pid()
+   AND database = (SELECT oid FROM pg_database WHERE datname = current_database())
+"""
+
+# Oldest first: within one document, id order is version order. Documents
+# with a parked row are held back until the row is repaired or discarded.
+FETCH_PENDING = """
+SELECT o.id, o.tenant_id, o.document_id, o.version, o.event_type, o.payload
+  FROM handoff.outbox o
+ WHERE o.published_at IS NULL AND o.parked_at IS NULL
+   AND o.slot = ANY(%(slots)s)
+   AND NOT EXISTS (SELECT 1 FROM handoff.outbox p
+                    WHERE p.parked_at IS NOT NULL AND p.published_at IS NULL
+                      AND p.tenant_id = o.tenant_id AND p.document_id = o.document_id)
+ ORDER BY o.id
+ LIMIT %(limit)s
+"""
+
+MARK_PUBLISHED = "UPDATE handoff.outbox SET published_at = now() WHERE id = ANY(%(ids)s)"
+
+PARK = """
+UPDATE handoff.outbox SET parked_at = now(), park_reason = %(reason)s WHERE id = %(id)s
+"""
+
+SET_WAITING = "UPDATE handoff.relay_wakeup SET waiting = true"
+
+BACKLOG = """
+SELECT count(*),
+       extract(epoch FROM now() - min(created_at)),
+       count(*) FILTER (WHERE parked_at IS NOT NULL)
+  FROM handoff.outbox WHERE published_at IS NULL
+"""
+
+PURGE = """
+DELETE FROM handoff.outbox WHERE id IN (
+    SELECT id FROM handoff.outbox
+     WHERE published_at < now() - make_interval(secs => %(seconds)s)
+     ORDER BY id LIMIT %(limit)s FOR UPDATE SKIP LOCKED)
+"""

@@ -1,0 +1,154 @@
+"""Pytest plugin: real relay processes, a topic per test, and a registry-backed consumer."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+import uuid
+from collections import defaultdict
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka.schema_registry import SchemaRegistryClient
+from confluent_kafka.schema_registry.avro import AvroDeserializer
+from confluent_kafka.serialization import MessageField, SerializationContext
+
+from handoff.core.settings import HandoffSettings
+from handoff.stack.local import LocalStack
+from handoff.stack.procs import wait_until
+
+
+class Relays:
+    """Starts ``handoff relay`` processes for one test and kills them all afterwards."""
+
+    def __init__(self, home: Path, topic: str, logs: Path) -> None:
+        self.home, self.topic, self.logs = home, topic, logs
+        self.procs: list[subprocess.Popen[bytes]] = []
+
+    def start(self, *args: str, **env: str) -> subprocess.Popen[bytes]:
+        log = self.logs / f"relay-{self.topic}-{len(self.procs)}.log"
+        environ = {
+            **os.environ,
+            "HANDOFF_HOME": str(self.home),
+            "HANDOFF_RELAY_DEFAULT_TOPIC": self.topic,
+            "HANDOFF_RELAY_REBALANCE_INTERVAL_S": "0.5",
+            "HANDOFF_RELAY_POLL_INTERVAL_S": "0.5",
+            **{f"HANDOFF_RELAY_{k.upper()}": v for k, v in env.items()},
+        }
+        with log.open("wb") as out:
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "handoff.stack", "relay", *args],
+                env=environ,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+            )
+        self.procs.append(proc)
+        return proc
+
+    def run_once(self, timeout: float = 120, **env: str) -> subprocess.CompletedProcess[bytes]:
+        proc = self.start("--once", **env)
+        proc.wait(timeout)
+        return subprocess.CompletedProcess(proc.args, proc.returncode)
+
+    def kill_all(self) -> None:
+        for proc in self.procs:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait(10)
+
+
+@pytest.fixture
+def relays(local_stack: LocalStack, migrated: HandoffSettings) -> Iterator[Relays]:
+    topic = f"test.relay.{uuid.uuid4().hex[:8]}"
+    group = Relays(local_stack.layout.home, topic, local_stack.layout.logs)
+    try:
+        yield group
+    finally:
+        group.kill_all()
+
+
+def pending(admin: psycopg.Connection[Any], tenant: str) -> int:
+    row = admin.execute(
+        "SELECT count(*) FROM handoff.outbox WHERE tenant_id = %s AND published_at IS NULL",
+        (tenant,),
+    ).fetchone()
+    return int(row[0]) if row else 0
+
+
+def wait_published(admin: psycopg.Connection[Any], tenant: str, timeout: float = 120) -> None:
+    assert wait_until(lambda: pending(admin, tenant) == 0, timeout, 0.25), (
+        f"{pending(admin, tenant)} outbox rows of {tenant} still unpublished"
+    )
+
+
+Events = dict[str, list[dict[str, Any]]]
+
+
+def consume(
+    settings: HandoffSettings,
+    topic: str,
+    tenant: str,
+    enough: Callable[[Events], bool],
+    timeout: float = 60,
+) -> Events:
+    """Events of one tenant from the start of ``topic``, per document in partition order."""
+    by_doc: Events = defaultdict(list)
+    with SchemaRegistryClient({"url": settings.schema_registry_url}) as registry:
+        decode = AvroDeserializer(registry)
+        consumer = Consumer(
+            {
+                "bootstrap.servers": settings.kafka_bootstrap,
+                "group.id": f"test-{uuid.uuid4().hex[:8]}",
+                "auto.offset.reset": "earliest",
+                "enable.auto.commit": False,
+            }
+        )
+        try:
+            consumer.subscribe([topic])
+            deadline = time.monotonic() + timeout
+            while time.monotonic() < deadline and not enough(by_doc):
+                for msg in consumer.consume(500, 0.5):
+                    if msg.error():
+                        continue
+                    headers = dict(msg.headers() or [])
+                    if headers.get("tenant") != tenant.encode():
+                        continue
+                    event = decode(msg.value(), SerializationContext(topic, MessageField.VALUE))
+                    assert event is not None
+                    event["_headers"] = headers
+                    event["_key"] = msg.key()
+                    event["_partition"] = msg.partition()
+                    by_doc[event["documentId"]].append(event)
+        finally:
+            consumer.close()
+    return by_doc
+
+
+def first_seen_versions(events: list[dict[str, Any]]) -> list[int]:
+    """Versions in the order they first appear (republished duplicates dropped)."""
+    seen: set[str] = set()
+    order = []
+    for event in events:
+        if event["eventId"] not in seen:
+            seen.add(event["eventId"])
+            order.append(event["version"])
+    return order
+
+
+def end_offsets(settings: HandoffSettings, topic: str) -> int:
+    consumer = Consumer({"bootstrap.servers": settings.kafka_bootstrap, "group.id": "offsets"})
+    try:
+        meta = consumer.list_topics(topic, timeout=10).topics[topic]
+        total = 0
+        for p in meta.partitions:
+            _, high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)
+            total += high
+        return total
+    finally:
+        consumer.close()

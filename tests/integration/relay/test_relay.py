@@ -1,0 +1,296 @@
+"""The relay on the real stack: completeness, order, several relays, crashes, outages."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+import uuid
+from datetime import datetime
+from typing import Any
+
+import httpx
+import psycopg
+import pytest
+
+from handoff.core.client import HandoffClient
+from handoff.core.settings import HandoffSettings
+from handoff.stack.local import LocalStack
+from handoff.stack.procs import wait_until
+from tests.fix_contract import ServiceFactory
+from tests.fix_relay import Events, Relays, consume, first_seen_versions, pending, wait_published
+
+OWNERS = ("alpha", "beta")
+
+
+class Workload:
+    """Documents handed back and forth between two services, from several threads."""
+
+    def __init__(self, service: ServiceFactory, settings: HandoffSettings) -> None:
+        creds = {name: service(name, can_create=True) for name in OWNERS}
+        self.clients = {n: HandoffClient.direct(c, settings.database_url) for n, c in creds.items()}
+        self.versions: dict[str, int] = {}
+
+    def run(self, docs: int, steps: int, threads: int = 4, prefix: str = "doc") -> None:
+        names = [f"{prefix}-{i}" for i in range(docs)]
+
+        def work(mine: list[str]) -> None:
+            for doc in mine:
+                self.clients["alpha"].create(
+                    event_id=str(uuid.uuid4()), document_id=doc, owner="alpha", status="new"
+                )
+            for step in range(1, steps):
+                for doc in mine:
+                    sender = OWNERS[(step - 1) % 2]
+                    nxt = OWNERS[step % 2]
+                    self.clients[sender].emit(
+                        event_id=str(uuid.uuid4()),
+                        event_type="approved" if step % 5 == 0 else "handed",
+                        document_id=doc,
+                        next_owner=nxt,
+                        status=f"step-{step}",
+                        expected_version=step,
+                        data={"step": step},
+                    )
+            for doc in mine:
+                self.versions[doc] = steps
+
+        workers = [threading.Thread(target=work, args=(names[i::threads],)) for i in range(threads)]
+        for w in workers:
+            w.start()
+        for w in workers:
+            w.join()
+
+    def complete(self, events: Events) -> bool:
+        return all(
+            set(first_seen_versions(events.get(doc, []))) >= set(range(1, v + 1))
+            for doc, v in self.versions.items()
+        )
+
+    def close(self) -> None:
+        for client in self.clients.values():
+            client.close()
+
+
+@pytest.fixture
+def workload(service: ServiceFactory, migrated: HandoffSettings) -> Any:
+    load = Workload(service, migrated)
+    yield load
+    load.close()
+
+
+def assert_complete_and_ordered(events: Events, versions: dict[str, int]) -> None:
+    for doc, last in versions.items():
+        assert first_seen_versions(events[doc]) == list(range(1, last + 1)), doc
+        # one document, one key, one partition
+        assert len({e["_partition"] for e in events[doc]}) == 1
+        assert len({e["_key"] for e in events[doc]}) == 1
+
+
+def test_three_relays_publish_every_version_in_order(
+    relays: Relays, workload: Workload, admin: psycopg.Connection[Any], tenant: str,
+    migrated: HandoffSettings,
+) -> None:  # fmt: skip
+    relays.start()
+    assert wait_until(lambda: _slots_held(admin) == 256, 30)  # the first takes every slot
+    emitting = threading.Thread(target=workload.run, args=(24, 15))
+    emitting.start()
+    relays.start()
+    relays.start()
+    # late joiners get a fair share: the first gives slots up between batches
+    assert wait_until(lambda: _slot_holders(admin) == 3, 30), "three relays never shared slots"
+    relays.procs[0].kill()  # the others must take its slots over
+    relays.procs[0].wait(10)
+    assert wait_until(lambda: _slot_holders(admin) == 2, 30)
+    emitting.join()
+    wait_published(admin, tenant)
+    events = consume(migrated, relays.topic, tenant, workload.complete)
+    assert_complete_and_ordered(events, workload.versions)
+    assert all(p.poll() is None for p in relays.procs[1:]), "a surviving relay died"
+    assert _slots_held(admin) == 256
+
+
+def test_consumer_gets_the_full_envelope(
+    relays: Relays, workload: Workload, admin: psycopg.Connection[Any], tenant: str,
+    migrated: HandoffSettings,
+) -> None:  # fmt: skip
+    workload.run(docs=1, steps=3, threads=1, prefix="env")
+    workload.clients["alpha"].emit(
+        event_id="finish-env-0",
+        event_type="finished",
+        document_id="env-0",
+        next_owner=None,
+        status="done",
+        expected_version=3,
+    )
+    workload.versions["env-0"] = 4
+    assert relays.run_once().returncode == 0
+    events = consume(migrated, relays.topic, tenant, workload.complete)["env-0"]
+    second, last = events[1], events[3]
+    assert second["eventType"] == "handed" and second["source"] == "alpha"
+    assert (second["owner"], second["previousOwner"], second["status"]) == (
+        "beta",
+        "alpha",
+        "step-1",
+    )
+    assert isinstance(second["occurredAt"], datetime) and isinstance(second["assignedAt"], datetime)
+    assert json.loads(second["data"]) == {"step": 1}
+    assert (second["tenantId"], second["runId"], second["schemaVersion"]) == (tenant, 1, 2)
+    assert last["completed"] and last["owner"] is None and last["completedAt"] is not None
+    assert last["eventId"] == "finish-env-0"
+    assert second["_headers"] == {
+        "eventType": b"handed",
+        "owner": b"beta",
+        "tenant": tenant.encode(),
+        "version": b"2",
+    }
+    assert second["_key"] == f"{tenant}/env-0".encode()
+
+
+@pytest.mark.slow
+def test_kill_9_mid_batch_loses_nothing(
+    relays: Relays, workload: Workload, admin: psycopg.Connection[Any], tenant: str,
+    migrated: HandoffSettings,
+) -> None:  # fmt: skip
+    emitting = threading.Thread(target=workload.run, args=(20, 30))
+    emitting.start()
+    kills = 0
+    while emitting.is_alive() or pending(admin, tenant):
+        relay = relays.start(batch_size="50")
+        time.sleep(0.4 + 0.3 * (kills % 3))
+        relay.kill()  # SIGKILL, wherever it is
+        relay.wait(10)
+        kills += 1
+        if kills > 40:
+            break
+    emitting.join()
+    relays.start()
+    wait_published(admin, tenant)
+    events = consume(migrated, relays.topic, tenant, workload.complete)
+    assert kills >= 3
+    assert_complete_and_ordered(events, workload.versions)
+
+
+@pytest.mark.slow
+def test_kill_9_after_ack_before_mark_republishes_same_event_ids(
+    relays: Relays, workload: Workload, admin: psycopg.Connection[Any], tenant: str,
+    migrated: HandoffSettings,
+) -> None:  # fmt: skip
+    workload.run(docs=5, steps=4, threads=1, prefix="ack")
+    crashed = relays.start(fault_kill_after_ack="true")
+    assert crashed.wait(60) == -9  # killed by SIGKILL right after the broker's ack
+    assert pending(admin, tenant) > 0  # in Kafka, but not marked
+    assert relays.run_once().returncode == 0
+    wait_published(admin, tenant)
+    events = consume(migrated, relays.topic, tenant, workload.complete)
+    assert_complete_and_ordered(events, workload.versions)
+    ids = [e["eventId"] for doc in events.values() for e in doc]
+    assert len(ids) > len(set(ids)), "the acked batch should have been published twice"
+
+
+@pytest.mark.slow
+def test_broker_outage_delays_but_loses_nothing(
+    relays: Relays, workload: Workload, admin: psycopg.Connection[Any], tenant: str,
+    migrated: HandoffSettings, local_stack: LocalStack,
+) -> None:  # fmt: skip
+    relay = relays.start(delivery_timeout_s="3", max_backoff_s="1")
+    workload.run(docs=6, steps=5, threads=2, prefix="before")
+    wait_published(admin, tenant)
+    local_stack.down(["kafka"])
+    try:
+        workload.run(docs=6, steps=5, threads=2, prefix="during")
+        time.sleep(5)  # the relay keeps trying while the outbox holds the rows
+        assert pending(admin, tenant) == 6 * 5
+        assert relay.poll() is None
+    finally:
+        local_stack.up(["kafka"])
+    wait_published(admin, tenant, timeout=180)
+    events = consume(migrated, relays.topic, tenant, workload.complete, timeout=90)
+    assert_complete_and_ordered(events, workload.versions)
+
+
+def test_unencodable_row_is_parked_and_holds_back_only_its_document(
+    relays: Relays, workload: Workload, admin: psycopg.Connection[Any], tenant: str,
+    migrated: HandoffSettings,
+) -> None:  # fmt: skip
+    workload.run(docs=2, steps=4, threads=1, prefix="park")
+    # version 2 of park-0 loses a required field: it cannot be written as an event
+    admin.execute(
+        "UPDATE handoff.outbox SET payload = payload - 'status' "
+        "WHERE tenant_id = %s AND document_id = 'park-0' AND version = 2",
+        (tenant,),
+    )
+    assert relays.run_once().returncode == 0
+    parked = admin.execute(
+        "SELECT version, park_reason FROM handoff.outbox WHERE tenant_id = %s "
+        "AND parked_at IS NOT NULL",
+        (tenant,),
+    ).fetchall()
+    assert [v for v, _ in parked] == [2] and "status" in parked[0][1]
+    held = admin.execute(
+        "SELECT document_id, array_agg(version ORDER BY version) FROM handoff.outbox "
+        "WHERE tenant_id = %s AND published_at IS NULL GROUP BY document_id",
+        (tenant,),
+    ).fetchall()
+    assert held == [("park-0", [2, 3, 4])]
+    events = consume(
+        migrated, relays.topic, tenant, lambda e: len(e.get("park-1", [])) >= 4 and "park-0" in e
+    )
+    assert first_seen_versions(events["park-1"]) == [1, 2, 3, 4]
+    assert first_seen_versions(events["park-0"]) == [1]
+
+
+def test_metrics_retention_and_routing(
+    relays: Relays, workload: Workload, admin: psycopg.Connection[Any], tenant: str,
+    migrated: HandoffSettings,
+) -> None:  # fmt: skip
+    routed = f"{relays.topic}.approved"
+    port = 18600 + uuid.uuid4().int % 300
+    relays.start(
+        "--metrics-port",
+        str(port),
+        routes=json.dumps([{"event_type": "approved", "topic": routed}]),
+        retention_hours=str(1 / 3600),  # one second
+        purge_interval_s="0.5",
+        metrics_interval_s="0.5",
+    )
+    workload.run(docs=3, steps=6, threads=1, prefix="route")
+    assert wait_until(
+        lambda: (
+            admin.execute(
+                "SELECT count(*) FROM handoff.outbox WHERE tenant_id = %s", (tenant,)
+            ).fetchone()
+            == (0,)
+        ),
+        60,
+    ), "published rows were not purged after the retention window"
+    text = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=5).text
+    metrics = {
+        line.split()[0]: float(line.split()[1])
+        for line in text.splitlines()
+        if line.startswith("handoff_relay_") and " " in line
+    }
+    assert metrics["handoff_relay_published_total"] >= 18
+    assert metrics["handoff_relay_purged_total"] >= 18
+    assert "handoff_relay_backlog_rows" in metrics
+    assert "handoff_relay_oldest_unpublished_age_seconds" in metrics
+    assert metrics["handoff_relay_slots_owned"] > 0
+    approved = consume(migrated, routed, tenant, lambda e: sum(map(len, e.values())) >= 3)
+    assert {e["eventType"] for doc in approved.values() for e in doc} == {"approved"}
+    assert sorted(e["version"] for doc in approved.values() for e in doc) == [6, 6, 6]
+
+
+def _slots_held(admin: psycopg.Connection[Any]) -> int:
+    row = admin.execute(
+        "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' "
+        "AND classid = x'484F4646'::int AND granted"
+    ).fetchone()
+    return int(row[0]) if row else 0
+
+
+def _slot_holders(admin: psycopg.Connection[Any]) -> int:
+    row = admin.execute(
+        "SELECT count(DISTINCT pid) FROM pg_locks WHERE locktype = 'advisory' "
+        "AND classid = x'484F4646'::int AND granted"
+    ).fetchone()
+    return int(row[0]) if row else 0
