@@ -10,7 +10,7 @@ from dataclasses import asdict
 
 from rich.console import Console
 
-from benchmarks import emit, emit_pgbench, pgbench
+from benchmarks import emit, emit_pgbench, pgbench, relay
 from benchmarks.stats import markdown_table
 from handoff.core.settings import load_settings
 from handoff.stack.local import LocalStack
@@ -103,9 +103,48 @@ def bench_emit(seconds: float, client_counts: list[int]) -> str:
     return table
 
 
+def bench_relay(rows: int, rate: float, seconds: float) -> str:
+    """Relay drain vs a bare produce loop; emit-to-broker latency at a steady rate."""
+    stack = LocalStack(console=console)
+    settings = load_settings(stack.layout.home)
+    home = str(stack.layout.home)
+    leftover = relay.pending_rows(settings)
+    if leftover:
+        console.print(f"[bold]relay[/bold]: first publishing {leftover:,} rows left by others…")
+        relay.drain(home, f"bench.leftover.{uuid.uuid4().hex[:6]}", leftover)
+    console.print(f"[bold]relay[/bold]: writing a backlog of {rows:,} outbox rows…")
+    relay.fill_backlog(settings, rows, lambda n: console.print(f"  {n:,} rows", highlight=False))
+    topic = f"bench.drain.{uuid.uuid4().hex[:6]}"
+    relay.make_topic(settings, topic)
+    console.print("  draining with handoff relay --once…")
+    drained = relay.drain(home, topic, rows)
+    console.print(f"  {drained.events_per_s:,.0f} events/s, peak RSS {drained.max_rss_mb:.0f} MB")
+    bare_topic = f"bench.bare.{uuid.uuid4().hex[:6]}"
+    relay.make_topic(settings, bare_topic)
+    console.print("  bare produce loop…")
+    bare = relay.bare_loop(settings, bare_topic, rows)
+    console.print(f"  {bare:,.0f} events/s")
+    console.print(f"  latency at {rate:,.0f} emits/s for {seconds:.0f} s…")
+    lat_tenant = f"lat-{uuid.uuid4().hex[:6]}"
+    tokens = emit.register_owners(settings.database_url, lat_tenant)
+    p50, p99, count = relay.latency(settings, home, tokens, lat_tenant, rate, seconds)
+    rows_out = [
+        ["relay drain (one relay)", drained.events_per_s, f"{drained.events_per_s / bare:.2f}x",
+         f"peak RSS {drained.max_rss_mb:.0f} MB"],
+        ["bare confluent-kafka loop", bare, "1.00x", "pre-serialised records"],
+        [f"emit commit -> broker ack at {rate:,.0f}/s", float(count) / seconds, "",
+         f"p50 {p50:.1f} ms, p99 {p99:.1f} ms ({count:,} events)"],
+    ]  # fmt: skip
+    return markdown_table(["what", "events/s", "vs bare", "notes"], rows_out)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m benchmarks")
-    parser.add_argument("which", nargs="*", default="emit", help="benchmarks to run: emit")
+    parser.add_argument(
+        "which", nargs="*", default=["emit", "relay"], help="benchmarks to run: emit, relay"
+    )
+    parser.add_argument("--rows", type=int, default=1_000_000, help="relay backlog rows")
+    parser.add_argument("--rate", type=float, default=1000.0, help="emits/s for relay latency")
     parser.add_argument("--seconds", type=float, default=10.0, help="measured time per run")
     parser.add_argument("--clients", default="1,8,32", help="comma-separated client counts")
     args = parser.parse_args()
@@ -113,6 +152,10 @@ def main() -> None:
     if "emit" in args.which:
         table = bench_emit(args.seconds, counts)
         console.print("\n[bold]Emit: accepted handoffs per second[/bold]")
+        print(table)
+    if "relay" in args.which:
+        table = bench_relay(args.rows, args.rate, max(args.seconds, 20.0))
+        console.print("\n[bold]Relay[/bold]")
         print(table)
 
 

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import fastavro
+import orjson
 
 from handoff.core.errors import ConfigurationError, HandoffError
 
@@ -68,16 +69,20 @@ def current_schema() -> EventSchema:
 
 
 def to_record(payload: dict[str, Any], schema_version: int) -> dict[str, Any]:
-    """The outbox payload (JSON from the emit transaction) as an Avro record."""
+    """The outbox payload (JSON from the emit transaction) as an Avro record.
+
+    Timestamps arrive as microseconds since the epoch, Avro's own form; an
+    ISO-8601 string (a row written by hand) is accepted too.
+    """
     try:
-        record = dict(payload)
+        record = payload  # the caller's own dict, decoded for this call: no copy
         for field in _TIMESTAMPS:
             value = record.get(field)
             if isinstance(value, str):
                 record[field] = datetime.fromisoformat(value)
-        record["data"] = json.dumps(record.get("data") or {}, separators=(",", ":"))
+        record["data"] = orjson.dumps(record.get("data") or {}).decode()
         record["schemaVersion"] = schema_version
-    except (TypeError, ValueError) as exc:
+    except (TypeError, ValueError, orjson.JSONEncodeError) as exc:
         raise EventEncodingError(f"bad outbox payload: {exc}") from exc
     return record
 
@@ -86,7 +91,7 @@ def encode(schema: EventSchema, schema_id: int, record: dict[str, Any]) -> bytes
     out = io.BytesIO()
     out.write(b"\x00" + schema_id.to_bytes(4, "big"))
     try:
-        fastavro.schemaless_writer(out, schema.parsed, record, strict_allow_default=True)
+        fastavro.schemaless_writer(out, schema.parsed, record, disable_tuple_notation=True)
     except (ValueError, TypeError, KeyError, AttributeError) as exc:
         raise EventEncodingError(f"does not fit schema v{schema.version}: {exc}") from exc
     return out.getvalue()

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import Any
 
-from confluent_kafka import KafkaException, Producer
+from confluent_kafka import KafkaError, KafkaException, Producer
 from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
 from confluent_kafka.schema_registry.error import SchemaRegistryError
@@ -18,12 +19,25 @@ log = logging.getLogger("handoff.relay")
 COMPATIBILITY = "BACKWARD_TRANSITIVE"
 
 
-def producer(bootstrap: str, *, linger_ms: int, delivery_timeout_s: float) -> Producer:
+def producer(
+    bootstrap: str,
+    *,
+    linger_ms: int,
+    delivery_timeout_s: float,
+    error_cb: Callable[[KafkaError], None] | None = None,
+) -> Producer:
     return Producer(
         {
             "bootstrap.servers": bootstrap,
             # Idempotent: retries inside librdkafka neither duplicate nor reorder.
             "enable.idempotence": True,
+            # A message that cannot be delivered must not be overtaken by a
+            # later one of its partition (the resend would land out of order):
+            # librdkafka raises a fatal error instead, and the relay starts a
+            # new producer and resends everything unmarked.
+            "enable.gapless.guarantee": True,
+            # Delivery callbacks for failures only: no Python call per ack.
+            "delivery.report.only.error": True,
             "acks": "all",
             "max.in.flight.requests.per.connection": 5,
             # The Java client's partitioner, so Java and Kafka Connect consumers
@@ -36,6 +50,7 @@ def producer(bootstrap: str, *, linger_ms: int, delivery_timeout_s: float) -> Pr
             "message.timeout.ms": int(delivery_timeout_s * 1000),
             "queue.buffering.max.messages": 200_000,
             "logger": log,
+            **({"error_cb": error_cb} if error_cb else {}),
         }
     )
 

@@ -27,10 +27,12 @@ SELECT objid::int FROM pg_locks
 
 # Oldest first: within one document, id order is version order. Documents
 # with a parked row are held back until the row is repaired or discarded.
+# %(after)s: rows of batches still in flight are not fetched twice.
 FETCH_PENDING = """
 SELECT o.id, o.tenant_id, o.document_id, o.version, o.event_type, o.payload
   FROM handoff.outbox o
  WHERE o.published_at IS NULL AND o.parked_at IS NULL
+   AND o.id > %(after)s
    AND o.slot = ANY(%(slots)s)
    AND NOT EXISTS (SELECT 1 FROM handoff.outbox p
                     WHERE p.parked_at IS NOT NULL AND p.published_at IS NULL
@@ -47,11 +49,14 @@ UPDATE handoff.outbox SET parked_at = now(), park_reason = %(reason)s WHERE id =
 
 SET_WAITING = "UPDATE handoff.relay_wakeup SET waiting = true"
 
+# Each part reads one small partial index, never the published history.
 BACKLOG = """
-SELECT count(*),
-       extract(epoch FROM now() - min(created_at)),
-       count(*) FILTER (WHERE parked_at IS NOT NULL)
-  FROM handoff.outbox WHERE published_at IS NULL
+SELECT (SELECT count(*) FROM handoff.outbox
+         WHERE published_at IS NULL AND parked_at IS NULL),
+       (SELECT extract(epoch FROM now() - created_at) FROM handoff.outbox
+         WHERE published_at IS NULL AND parked_at IS NULL ORDER BY id LIMIT 1),
+       (SELECT count(*) FROM handoff.outbox
+         WHERE parked_at IS NOT NULL AND published_at IS NULL)
 """
 
 PURGE = """

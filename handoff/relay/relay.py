@@ -1,29 +1,41 @@
-"""The relay loop: fetch pending outbox rows of owned slots, produce, await acks, mark.
+"""The relay: fetch pending outbox rows of owned slots, produce them, await acks, mark them.
 
 Rows are marked published only after the broker acknowledged them; a crash
-anywhere before the mark republishes them (same event ids, so duplicates
-are harmless to consumers). One batch is in flight at a time and is waited
-for completely (delivered or failed) before the next fetch, so a retry never
-overtakes an earlier attempt of the same document.
+anywhere before the mark republishes them (same event ids, so duplicates are
+harmless to consumers).
+
+Two threads form a pipeline so that the database's work and Python's work
+overlap: the database thread owns the session (slots, fetching, marking,
+LISTEN, housekeeping) and fetches batch N+1 while the producer thread
+encodes, produces and awaits the acks of batch N. While batches are in
+flight, fetches only ask for ids above the last one fetched, so no row is
+sent twice by one relay. That cannot skip a document's earlier version: a
+document's version N+1 is inserted only after version N committed, so N is
+visible whenever N+1 is. Rows of other documents that committed late with
+lower ids are found by a full rescan whenever the pipeline runs dry.
 """
 
 from __future__ import annotations
 
 import functools
+import gc
 import logging
 import os
+import queue
 import random
 import signal
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
+import orjson
 import psycopg
 from confluent_kafka import KafkaError, Message, Producer
+from psycopg.types.json import set_json_loads
 
 from handoff.core.errors import Unavailable
-from handoff.core.events import EventEncodingError, EventSchema, encode, to_record
+from handoff.core.events import EventEncodingError, encode, to_record
 from handoff.core.settings import HandoffSettings
 from handoff.relay import metrics
 from handoff.relay.kafka_io import ensure_topics, headers, producer, register_schemas
@@ -41,6 +53,9 @@ from handoff.relay.slots import SlotOwner
 log = logging.getLogger("handoff.relay")
 
 PURGE_BATCH = 10_000
+IN_FLIGHT = 2  # batches handed to the producer thread and not yet resolved
+
+Document = tuple[str, str]
 
 
 @dataclass
@@ -53,8 +68,21 @@ class Row:
     payload: dict[str, Any]
 
     @property
-    def document(self) -> tuple[str, str]:
+    def document(self) -> Document:
         return self.tenant_id, self.document_id
+
+
+@dataclass
+class Batch:
+    rows: list[Row]
+    rescan: bool  # fetched from the lowest pending id: earlier failures may be retried
+
+
+@dataclass
+class Outcome:
+    acked: list[int]
+    parked: list[tuple[int, str]] = field(default_factory=list)
+    failed: bool = False
 
 
 class Relay:
@@ -63,118 +91,199 @@ class Relay:
         self.config = relay
         self.stopping = threading.Event()
         self.published = 0
-        self._acked: set[int] = set()
+        self._since_poll = 0
         self._failed: set[int] = set()
+        self._fatal: str | None = None
 
     # -- setup -------------------------------------------------------------------
 
-    def _start_kafka(self) -> tuple[Producer, EventSchema, dict[str, int]]:
+    def _start_kafka(self) -> None:
         topics = self.config.topics()
         ensure_topics(self.settings.kafka_bootstrap, topics, self.config.topic_partitions)
-        schema, ids = register_schemas(self.settings.schema_registry_url, topics)
-        log.info("schema v%s registered for %s", schema.version, ", ".join(topics))
-        return (
-            producer(
-                self.settings.kafka_bootstrap,
-                linger_ms=self.config.linger_ms,
-                delivery_timeout_s=self.config.delivery_timeout_s,
-            ),
-            schema,
-            ids,
+        self.schema, self.schema_ids = register_schemas(self.settings.schema_registry_url, topics)
+        log.info("schema v%s registered for %s", self.schema.version, ", ".join(topics))
+        self.producer = self._new_producer()
+
+    def _new_producer(self) -> Producer:
+        return producer(
+            self.settings.kafka_bootstrap,
+            linger_ms=self.config.linger_ms,
+            delivery_timeout_s=self.config.delivery_timeout_s,
+            error_cb=self._error,
         )
 
-    # -- the loop ------------------------------------------------------------------
+    # -- running -------------------------------------------------------------------
 
     def run(self, *, once: bool = False) -> int:
         """Publish until stopped (or, with ``once``, until nothing is pending). Returns count."""
-        setup_failures = 0
+        attempts = 0
         while True:
             try:
-                self.producer, self.schema, self.schema_ids = self._start_kafka()
+                self._start_kafka()
                 break
             except Unavailable as exc:
-                setup_failures += 1
+                attempts += 1
                 metrics.FAILURES.labels("setup").inc()
                 log.warning("Kafka or registry unavailable (%s); retrying", exc)
-                if self.stopping.wait(self._backoff(setup_failures)):
+                if self.stopping.wait(self._backoff(attempts)):
                     return self.published
-        failures = 0
+        # Rows are plain acyclic data; the cyclic collector only costs time here.
+        gc.freeze()
+        gc.set_threshold(100_000, 50, 100)
+        attempts = 0
         while not self.stopping.is_set():
             try:
                 with psycopg.connect(self.settings.database_url, autocommit=True) as conn:
-                    failures = 0
+                    attempts = 0
                     if self._session(conn, once=once):
                         break
             except psycopg.OperationalError as exc:
-                failures += 1
+                attempts += 1
                 metrics.FAILURES.labels("database").inc()
                 metrics.SLOTS_OWNED.set(0)
                 log.warning("database connection lost (%s); reconnecting", exc)
-                self.stopping.wait(self._backoff(failures))
+                self.stopping.wait(self._backoff(attempts))
         self.producer.flush(self.config.delivery_timeout_s)
         return self.published
 
     def _session(self, conn: psycopg.Connection[Any], *, once: bool) -> bool:
-        """One database session; True when --once found nothing left to do."""
+        """Run the pipeline on one database session; True when --once is done."""
+        set_json_loads(orjson.loads, conn)  # payload decoding is on the hot path
         conn.execute("LISTEN handoff_outbox")
+        batches: queue.Queue[Batch | None] = queue.Queue()
+        outcomes: queue.Queue[Outcome] = queue.Queue()
+        result: dict[str, Any] = {}
+        db = threading.Thread(
+            target=self._database_side,
+            args=(conn, once, batches, outcomes, result),
+            name="relay-db",
+            daemon=True,
+        )
+        db.start()
+        failed_docs: set[Document] = set()
+        while (batch := batches.get()) is not None:
+            if batch.rescan:
+                failed_docs.clear()
+            outcomes.put(self._publish(batch.rows, failed_docs))
+        db.join()
+        if "error" in result:
+            raise result["error"]
+        return bool(result.get("done"))
+
+    # -- the database thread ------------------------------------------------------------
+
+    def _database_side(
+        self,
+        conn: psycopg.Connection[Any],
+        once: bool,
+        batches: queue.Queue[Batch | None],
+        outcomes: queue.Queue[Outcome],
+        result: dict[str, Any],
+    ) -> None:
+        try:
+            result["done"] = self._feed(conn, once, batches, outcomes)
+        except BaseException as exc:  # handed to the producer thread, which re-raises
+            result["error"] = exc
+        finally:
+            batches.put(None)
+
+    def _feed(
+        self,
+        conn: psycopg.Connection[Any],
+        once: bool,
+        batches: queue.Queue[Batch | None],
+        outcomes: queue.Queue[Outcome],
+    ) -> bool:
         slots = SlotOwner(conn)
+        after, in_flight, failures = 0, 0, 0
         next_rebalance = next_metrics = next_purge = 0.0
-        delivery_failures = 0
         while not self.stopping.is_set():
+            while in_flight and not outcomes.empty():
+                in_flight -= 1
+                failures = self._settle(conn, outcomes.get(), failures)
             now = time.monotonic()
-            if now >= next_rebalance:
-                slots.rebalance(take_all=once)
-                metrics.SLOTS_OWNED.set(len(slots.owned))
-                next_rebalance = now + self.config.rebalance_interval_s
+            if in_flight == 0:
+                # Slots change hands only with nothing in flight.
+                if now >= next_rebalance:
+                    slots.rebalance(take_all=once)
+                    metrics.SLOTS_OWNED.set(len(slots.owned))
+                    next_rebalance = now + self.config.rebalance_interval_s
+                if failures:
+                    after = 0
+                    self.stopping.wait(self._backoff(failures))
             if now >= next_metrics:
                 self._measure(conn)
                 next_metrics = now + self.config.metrics_interval_s
             if now >= next_purge:
                 self._purge(conn)
                 next_purge = now + self.config.purge_interval_s
-            rows = self._fetch(conn, slots)
-            if rows:
-                if self._publish(conn, rows):
-                    delivery_failures = 0
-                else:
-                    delivery_failures += 1
-                    self.stopping.wait(self._backoff(delivery_failures))
+            if in_flight < IN_FLIGHT and (rows := self._fetch(conn, slots, after)):
+                batches.put(Batch(rows, rescan=after == 0))
+                after = rows[-1].id
+                in_flight += 1
+                continue
+            if in_flight:
+                in_flight -= 1
+                failures = self._settle(conn, outcomes.get(), failures)
+                continue
+            if after:
+                after = 0  # dry: rescan once from the lowest pending id
                 continue
             if once:
                 return True
             # Idle: ask emits to notify, look once more (a row committed just
             # before the flag was set gets no NOTIFY), then wait.
             conn.execute(SET_WAITING)
-            if rows := self._fetch(conn, slots):
-                self._publish(conn, rows)
+            if self._fetch(conn, slots, 0):
                 continue
             for _ in conn.notifies(timeout=self.config.poll_interval_s, stop_after=1):
                 pass
         return False
 
-    def _fetch(self, conn: psycopg.Connection[Any], slots: SlotOwner) -> list[Row]:
+    def _settle(self, conn: psycopg.Connection[Any], outcome: Outcome, failures: int) -> int:
+        for row_id, reason in outcome.parked:
+            conn.execute(PARK, {"id": row_id, "reason": reason[:1000]})
+        if outcome.acked:
+            conn.execute(MARK_PUBLISHED, {"ids": outcome.acked})
+            self.published += len(outcome.acked)
+            metrics.PUBLISHED.inc(len(outcome.acked))
+        return failures + 1 if outcome.failed else 0
+
+    def _fetch(self, conn: psycopg.Connection[Any], slots: SlotOwner, after: int) -> list[Row]:
         if not slots.owned:
             return []
         cursor = conn.execute(
-            FETCH_PENDING, {"slots": sorted(slots.owned), "limit": self.config.batch_size}
+            FETCH_PENDING,
+            {"slots": sorted(slots.owned), "limit": self.config.batch_size, "after": after},
         )
         return [Row(*r) for r in cursor]
 
-    # -- publishing ----------------------------------------------------------------
+    # -- the producer thread ------------------------------------------------------------
 
     def _delivered(self, row_id: int, err: KafkaError | None, _msg: Message) -> None:
-        (self._failed if err is not None else self._acked).add(row_id)
+        # Called for failures only (delivery.report.only.error).
         if err is not None:
+            self._failed.add(row_id)
             log.warning("delivery of outbox row %s failed: %s", row_id, err)
 
-    def _publish(self, conn: psycopg.Connection[Any], rows: list[Row]) -> bool:
-        """Produce a batch, wait for every ack, mark what may be marked. False on failures."""
-        self._acked.clear()
+    def _error(self, err: KafkaError) -> None:
+        if err.fatal():
+            self._fatal = str(err)
+        log.warning("kafka: %s", err)
+
+    def _publish(self, rows: list[Row], failed_docs: set[Document]) -> Outcome:
+        """Produce a batch and wait for every ack; say which rows may be marked.
+
+        ``failed_docs`` carries documents whose delivery failed into later
+        batches: their rows wait for the rescan that retries the failure, so
+        they never overtake it.
+        """
         self._failed.clear()
-        blocked: set[tuple[str, str]] = set()
+        outcome = Outcome(acked=[])
+        parked: set[Document] = set()
         sent: list[Row] = []
         for row in rows:
-            if row.document in blocked:
+            if row.document in failed_docs or row.document in parked:
                 continue
             owner = row.payload.get("owner")
             topic = self.config.topic_for(row.event_type, owner)
@@ -183,10 +292,10 @@ class Relay:
                     self.schema, self.schema_ids[topic], to_record(row.payload, self.schema.version)
                 )
             except EventEncodingError as exc:
-                conn.execute(PARK, {"id": row.id, "reason": str(exc)[:1000]})
+                outcome.parked.append((row.id, str(exc)))
                 metrics.FAILURES.labels("encode").inc()
-                log.error("parked outbox row %s (%s/%s): %s", row.id, *row.document, exc)
-                blocked.add(row.document)
+                log.error("parking outbox row %s (%s/%s): %s", row.id, *row.document, exc)
+                parked.add(row.document)
                 continue
             self._produce(
                 topic,
@@ -196,27 +305,32 @@ class Relay:
                 row.id,
             )
             sent.append(row)
-        self.producer.flush(self.config.delivery_timeout_s + 5)
-        if self.config.fault_kill_after_ack and self._acked:
+        unsettled = self.producer.flush(self.config.delivery_timeout_s + 5)
+        if unsettled or self._fatal:
+            # No ack is known for certain: mark nothing, start afresh, resend.
+            log.warning(
+                "producer unsettled (%s left, fatal: %s); recreating", unsettled, self._fatal
+            )
+            metrics.FAILURES.labels("delivery").inc(len(sent))
+            self._replace_producer()
+            failed_docs.update(row.document for row in sent)
+            outcome.failed = True
+            return outcome
+        if self.config.fault_kill_after_ack and len(sent) > len(self._failed):
             os.kill(os.getpid(), signal.SIGKILL)  # test only: acked, not yet marked
         # Mark, per document, only the acked prefix: a later row acked after
         # an earlier one failed is sent again with it, in order.
-        failed_docs: set[tuple[str, str]] = set()
-        marked = []
         for row in sent:
             if row.document in failed_docs:
                 continue
-            if row.id in self._acked:
-                marked.append(row.id)
-            else:
+            if row.id in self._failed:
                 failed_docs.add(row.document)
-        if marked:
-            conn.execute(MARK_PUBLISHED, {"ids": marked})
-            self.published += len(marked)
-            metrics.PUBLISHED.inc(len(marked))
-        if failed_docs:
-            metrics.FAILURES.labels("delivery").inc(len(sent) - len(marked))
-        return not failed_docs
+                outcome.failed = True
+            else:
+                outcome.acked.append(row.id)
+        if outcome.failed:
+            metrics.FAILURES.labels("delivery").inc(len(self._failed))
+        return outcome
 
     def _produce(self, topic: str, value: bytes, key: bytes, hdrs: list[Any], row_id: int) -> None:
         while True:
@@ -231,9 +345,18 @@ class Relay:
                 break
             except BufferError:  # local queue full: let deliveries drain it
                 self.producer.poll(0.05)
-        self.producer.poll(0)
+        self._since_poll += 1
+        if self._since_poll >= 1000:  # serve callbacks now and then, not per message
+            self.producer.poll(0)
+            self._since_poll = 0
 
-    # -- housekeeping -------------------------------------------------------------
+    def _replace_producer(self) -> None:
+        self.producer.purge()
+        self.producer.flush(1)
+        self._fatal = None
+        self.producer = self._new_producer()
+
+    # -- housekeeping (database thread) --------------------------------------------------
 
     def _measure(self, conn: psycopg.Connection[Any]) -> None:
         row = conn.execute(BACKLOG).fetchone()

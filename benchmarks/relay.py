@@ -1,0 +1,237 @@
+"""Relay throughput, memory and latency, beside a bare confluent-kafka produce loop.
+
+- drain: a backlog of N outbox rows (written in bulk with SQL: the relay
+  only reads the outbox) published by one ``handoff relay --once`` process,
+  its RSS sampled while it runs;
+- bare: the same number of pre-serialised records through a producer with
+  the relay's settings, nothing else;
+- latency: a steady rate of real emits with the relay running; latency is
+  the broker's LogAppendTime of each event minus its ``occurredAt``.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import subprocess
+import sys
+import time
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+import psutil
+import psycopg
+from confluent_kafka import Consumer, Producer
+from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
+
+from benchmarks.stats import percentile
+from handoff.core.events import current_schema, encode, to_record
+from handoff.core.settings import HandoffSettings
+from handoff.relay.kafka_io import producer as relay_producer
+
+FILL = """
+INSERT INTO handoff.outbox (tenant_id, document_id, run_id, version, event_id, event_type, payload)
+SELECT %(tenant)s, 'doc-' || (g %% 10000), 1, g / 10000 + 1, %(tenant)s || '-' || g, 'handed',
+       jsonb_build_object(
+           'eventId', %(tenant)s || '-' || g, 'eventType', 'handed',
+           'source', 'o01', 'occurredAt', handoff._micros(now()), 'tenantId', %(tenant)s,
+           'documentId', 'doc-' || (g %% 10000), 'runId', 1, 'version', g / 10000 + 1,
+           'correlationId', NULL, 'causationId', NULL, 'owner', 'o' || (g %% 50),
+           'previousOwner', 'o01', 'status', 'working', 'assignedAt', handoff._micros(now()),
+           'dueAt', NULL, 'completed', false, 'completedAt', NULL,
+           'data', jsonb_build_object('amount', g, 'note', 'benchmark row'))
+  FROM generate_series(%(start)s, %(stop)s) AS g
+"""
+
+
+@dataclass
+class DrainResult:
+    rows: int
+    seconds: float
+    events_per_s: float
+    max_rss_mb: float
+
+
+def fill_backlog(settings: HandoffSettings, rows: int, progress: Any) -> str:
+    tenant = f"relaybench-{uuid.uuid4().hex[:6]}"
+    chunk = 100_000
+    with psycopg.connect(settings.database_url, autocommit=True) as conn:
+        for start in range(0, rows, chunk):
+            conn.execute(
+                FILL, {"tenant": tenant, "start": start, "stop": min(rows, start + chunk) - 1}
+            )
+            progress(min(rows, start + chunk))
+        conn.execute("VACUUM ANALYZE handoff.outbox")
+    return tenant
+
+
+def pending_rows(settings: HandoffSettings) -> int:
+    with psycopg.connect(settings.database_url) as conn:
+        row = conn.execute(
+            "SELECT count(*) FROM handoff.outbox WHERE published_at IS NULL AND parked_at IS NULL"
+        ).fetchone()
+    return int(row[0]) if row else 0
+
+
+def drain(home: str, topic: str, rows: int) -> DrainResult:
+    env = {
+        **os.environ,
+        "HANDOFF_HOME": home,
+        "HANDOFF_RELAY_DEFAULT_TOPIC": topic,
+        "HANDOFF_RELAY_BATCH_SIZE": "5000",
+    }
+    began = time.perf_counter()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "handoff.stack", "relay", "--once"],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    watched = psutil.Process(proc.pid)
+    peak = 0
+    while proc.poll() is None:
+        try:
+            peak = max(peak, watched.memory_info().rss)
+        except psutil.NoSuchProcess:
+            break
+        time.sleep(0.2)
+    elapsed = time.perf_counter() - began
+    if proc.returncode != 0:
+        raise RuntimeError(f"relay exited with {proc.returncode}")
+    return DrainResult(rows, elapsed, rows / elapsed, peak / 1e6)
+
+
+def bare_loop(settings: HandoffSettings, topic: str, rows: int) -> float:
+    """Events per second of a producer alone, on pre-serialised records."""
+    schema = current_schema()
+    samples = []
+    for i in range(10_000):
+        payload = {
+            "eventId": f"bare-{i}", "eventType": "handed", "source": "o01",
+            "occurredAt": "2026-11-29T10:00:00+00:00", "tenantId": "bare",
+            "documentId": f"doc-{i}", "runId": 1, "version": 1, "owner": f"o{i % 50}",
+            "previousOwner": "o01", "status": "working",
+            "assignedAt": "2026-11-29T10:00:00+00:00", "completed": False,
+            "data": {"amount": i, "note": "benchmark row"},
+        }  # fmt: skip
+        samples.append((f"bare/doc-{i}".encode(), encode(schema, 1, to_record(payload, 2))))
+    producer: Producer = relay_producer(
+        settings.kafka_bootstrap, linger_ms=5, delivery_timeout_s=60
+    )
+    began = time.perf_counter()
+    for n in range(rows):
+        key, value = samples[n % len(samples)]
+        while True:
+            try:
+                producer.produce(topic, value=value, key=key)
+                break
+            except BufferError:
+                producer.poll(0.05)
+        if n % 1000 == 0:
+            producer.poll(0)
+    producer.flush(120)
+    return rows / (time.perf_counter() - began)
+
+
+def make_topic(settings: HandoffSettings, topic: str, log_append_time: bool = False) -> None:
+    config = {"message.timestamp.type": "LogAppendTime"} if log_append_time else {}
+    admin = AdminClient({"bootstrap.servers": settings.kafka_bootstrap})
+    for future in admin.create_topics(
+        [NewTopic(topic, num_partitions=6, replication_factor=1, config=config)]
+    ).values():
+        future.result(30)
+
+
+def _pace(
+    database_url: str, tokens: dict[str, str], rate: float, seconds: float, seed: int
+) -> None:
+    from handoff.core.emitter import emit_as
+    from handoff.core.identity import Credential
+    from handoff.core.models import CreateRequest, HandoffRequest
+
+    creds = {n: Credential.parse(t) for n, t in tokens.items()}
+    names = sorted(creds)
+    with psycopg.connect(database_url, autocommit=True) as conn:
+        docs = {f"lat-{seed}-{k}": ("o01", 1) for k in range(20)}
+        for doc in docs:
+            emit_as(conn, creds["o01"], CreateRequest(event_id=str(uuid.uuid4()), document_id=doc,
+                                                      owner="o01", status="new"))  # fmt: skip
+        order = list(docs)
+        began = time.perf_counter()
+        n = 0
+        while (elapsed := time.perf_counter() - began) < seconds:
+            if n > elapsed * rate:
+                time.sleep(min(0.01, (n - elapsed * rate) / rate))
+                continue
+            doc = order[n % len(order)]
+            owner, version = docs[doc]
+            target = names[(names.index(owner) + 1 + n % 7) % len(names)]
+            emit_as(conn, creds[owner], HandoffRequest(
+                event_id=str(uuid.uuid4()), event_type="handed", document_id=doc,
+                next_owner=target, status="working", expected_version=version))  # fmt: skip
+            docs[doc] = (target, version + 1)
+            n += 1
+
+
+def latency(
+    settings: HandoffSettings, home: str, tokens: dict[str, str], tenant: str, rate: float,
+    seconds: float,
+) -> tuple[float, float, int]:  # fmt: skip
+    """p50, p99 (ms) and count of emit commit -> broker append, at a steady rate."""
+    topic = f"bench.latency.{uuid.uuid4().hex[:6]}"
+    make_topic(settings, topic, log_append_time=True)
+    env = {**os.environ, "HANDOFF_HOME": home, "HANDOFF_RELAY_DEFAULT_TOPIC": topic}
+    relay = subprocess.Popen(
+        [sys.executable, "-m", "handoff.stack", "relay"],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        time.sleep(4)  # registered, slots taken, idle
+        ctx = multiprocessing.get_context("spawn")
+        workers = 4
+        procs = [
+            ctx.Process(
+                target=_pace, args=(settings.database_url, tokens, rate / workers, seconds, i)
+            )
+            for i in range(workers)
+        ]  # fmt: skip
+        for p in procs:
+            p.start()
+        for p in procs:
+            p.join()
+        time.sleep(3)
+    finally:
+        relay.terminate()
+        relay.wait(30)
+    return _latencies(settings, topic, tenant)
+
+
+def _latencies(settings: HandoffSettings, topic: str, tenant: str) -> tuple[float, float, int]:
+    from confluent_kafka.schema_registry import SchemaRegistryClient
+    from confluent_kafka.schema_registry.avro import AvroDeserializer
+
+    found: list[float] = []
+    with SchemaRegistryClient({"url": settings.schema_registry_url}) as registry:
+        decode = AvroDeserializer(registry)
+        consumer = Consumer(
+            {"bootstrap.servers": settings.kafka_bootstrap, "group.id": f"lat-{uuid.uuid4().hex}",
+             "auto.offset.reset": "earliest"}
+        )  # fmt: skip
+        consumer.subscribe([topic])
+        quiet = 0
+        while quiet < 6:
+            batch = consumer.consume(1000, 0.5)
+            quiet = 0 if batch else quiet + 1
+            for msg in batch:
+                if msg.error() or dict(msg.headers() or []).get("tenant") != tenant.encode():
+                    continue
+                event = decode(msg.value(), None)
+                _, appended_ms = msg.timestamp()
+                occurred = event["occurredAt"].timestamp() * 1000
+                found.append(appended_ms - occurred)
+        consumer.close()
+    found.sort()
+    return percentile(found, 50), percentile(found, 99), len(found)
