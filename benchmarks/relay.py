@@ -41,7 +41,7 @@ SELECT %(tenant)s, 'doc-' || (g %% 10000), 1, g / 10000 + 1, %(tenant)s || '-' |
            'previousOwner', 'o01', 'status', 'working', 'assignedAt', handoff._micros(now()),
            'dueAt', NULL, 'completed', false, 'completedAt', NULL,
            'data', jsonb_build_object('amount', g, 'note', 'benchmark row'))
-  FROM generate_series(%(start)s, %(stop)s) AS g
+  FROM generate_series(%(start)s::bigint, %(stop)s::bigint) AS g
 """
 
 

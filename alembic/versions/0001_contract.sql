@@ -142,6 +142,11 @@ CREATE INDEX outbox_pending ON handoff.outbox (id, slot)
     WHERE published_at IS NULL AND parked_at IS NULL;
 CREATE INDEX outbox_parked ON handoff.outbox (tenant_id, document_id)
     WHERE parked_at IS NOT NULL;
+-- For the retention purge: a row is purgeable only if created (and so
+-- published) before the window, and BRIN finds those old block ranges
+-- without a scan of the table. BRIN is a summarising index: unlike a btree
+-- on published_at, it adds nothing to each relay mark.
+CREATE INDEX outbox_created_brin ON handoff.outbox USING brin (created_at);
 
 -- Set by a relay that found nothing to publish and is about to wait for a
 -- NOTIFY. Emits notify only while it is set: PostgreSQL serialises the

@@ -27,12 +27,14 @@ SELECT objid::int FROM pg_locks
 
 # Oldest first: within one document, id order is version order. Documents
 # with a parked row are held back until the row is repaired or discarded.
-# %(after)s: rows of batches still in flight are not fetched twice.
+# %(in_flight)s: rows of batches still awaiting acks are not fetched twice.
+# With custom plans (see the relay's session) the array is a constant, and
+# PostgreSQL hashes "<> ALL" instead of comparing every row with every id.
 FETCH_PENDING = """
 SELECT o.id, o.tenant_id, o.document_id, o.version, o.event_type, o.payload
   FROM handoff.outbox o
  WHERE o.published_at IS NULL AND o.parked_at IS NULL
-   AND o.id > %(after)s
+   AND o.id <> ALL(%(in_flight)s::bigint[])
    AND o.slot = ANY(%(slots)s)
    AND NOT EXISTS (SELECT 1 FROM handoff.outbox p
                     WHERE p.parked_at IS NOT NULL AND p.published_at IS NULL
@@ -59,9 +61,11 @@ SELECT (SELECT count(*) FROM handoff.outbox
          WHERE parked_at IS NOT NULL AND published_at IS NULL)
 """
 
+# created_at <= published_at, so the created_at test (BRIN) only narrows.
 PURGE = """
 DELETE FROM handoff.outbox WHERE id IN (
     SELECT id FROM handoff.outbox
-     WHERE published_at < now() - make_interval(secs => %(seconds)s)
-     ORDER BY id LIMIT %(limit)s FOR UPDATE SKIP LOCKED)
+     WHERE created_at < now() - make_interval(secs => %(seconds)s)
+       AND published_at < now() - make_interval(secs => %(seconds)s)
+     LIMIT %(limit)s FOR UPDATE SKIP LOCKED)
 """

@@ -7,12 +7,13 @@ harmless to consumers).
 Two threads form a pipeline so that the database's work and Python's work
 overlap: the database thread owns the session (slots, fetching, marking,
 LISTEN, housekeeping) and fetches batch N+1 while the producer thread
-encodes, produces and awaits the acks of batch N. While batches are in
-flight, fetches only ask for ids above the last one fetched, so no row is
-sent twice by one relay. That cannot skip a document's earlier version: a
-document's version N+1 is inserted only after version N committed, so N is
-visible whenever N+1 is. Rows of other documents that committed late with
-lower ids are found by a full rescan whenever the pipeline runs dry.
+encodes, produces and awaits the acks of batch N. Every fetch starts at the
+lowest pending id and leaves out only the rows still in flight. (Bounding
+fetches by the last id seen instead would skip rows that got a lower id but
+committed a moment later, until the pipeline ran dry: under steady load,
+never. Measured: a band of events published only when the load stopped.)
+A document's later rows may be fetched while its earlier ones are in
+flight; they are produced after them, so Kafka keeps their order.
 """
 
 from __future__ import annotations
@@ -75,7 +76,7 @@ class Row:
 @dataclass
 class Batch:
     rows: list[Row]
-    rescan: bool  # fetched from the lowest pending id: earlier failures may be retried
+    retry: bool  # fetched with nothing in flight: earlier failures are being retried
 
 
 @dataclass
@@ -149,6 +150,8 @@ class Relay:
     def _session(self, conn: psycopg.Connection[Any], *, once: bool) -> bool:
         """Run the pipeline on one database session; True when --once is done."""
         set_json_loads(orjson.loads, conn)  # payload decoding is on the hot path
+        # A generic plan would compare each row with each in-flight id.
+        conn.execute("SET plan_cache_mode = force_custom_plan")
         conn.execute("LISTEN handoff_outbox")
         batches: queue.Queue[Batch | None] = queue.Queue()
         outcomes: queue.Queue[Outcome] = queue.Queue()
@@ -162,7 +165,7 @@ class Relay:
         db.start()
         failed_docs: set[Document] = set()
         while (batch := batches.get()) is not None:
-            if batch.rescan:
+            if batch.retry:
                 failed_docs.clear()
             outcomes.put(self._publish(batch.rows, failed_docs))
         db.join()
@@ -195,21 +198,22 @@ class Relay:
         outcomes: queue.Queue[Outcome],
     ) -> bool:
         slots = SlotOwner(conn)
-        after, in_flight, failures = 0, 0, 0
-        next_rebalance = next_metrics = next_purge = 0.0
+        in_flight: list[list[int]] = []  # ids of the batches awaiting acks, oldest first
+        failures = 0
+        next_rebalance = next_metrics = 0.0
+        next_purge = time.monotonic() + self.config.purge_interval_s
         while not self.stopping.is_set():
             while in_flight and not outcomes.empty():
-                in_flight -= 1
+                in_flight.pop(0)
                 failures = self._settle(conn, outcomes.get(), failures)
             now = time.monotonic()
-            if in_flight == 0:
+            if not in_flight:
                 # Slots change hands only with nothing in flight.
                 if now >= next_rebalance:
                     slots.rebalance(take_all=once)
                     metrics.SLOTS_OWNED.set(len(slots.owned))
                     next_rebalance = now + self.config.rebalance_interval_s
                 if failures:
-                    after = 0
                     self.stopping.wait(self._backoff(failures))
             if now >= next_metrics:
                 self._measure(conn)
@@ -217,24 +221,24 @@ class Relay:
             if now >= next_purge:
                 self._purge(conn)
                 next_purge = now + self.config.purge_interval_s
-            if in_flight < IN_FLIGHT and (rows := self._fetch(conn, slots, after)):
-                batches.put(Batch(rows, rescan=after == 0))
-                after = rows[-1].id
-                in_flight += 1
-                continue
+            # After a failure, drain first: the retry must come as a batch
+            # fetched with nothing in flight, or a busy relay would never retry.
+            if len(in_flight) < IN_FLIGHT and not (failures and in_flight):
+                busy = [row_id for ids in in_flight for row_id in ids]
+                if rows := self._fetch(conn, slots, busy):
+                    batches.put(Batch(rows, retry=not in_flight))
+                    in_flight.append([row.id for row in rows])
+                    continue
             if in_flight:
-                in_flight -= 1
+                in_flight.pop(0)
                 failures = self._settle(conn, outcomes.get(), failures)
-                continue
-            if after:
-                after = 0  # dry: rescan once from the lowest pending id
                 continue
             if once:
                 return True
             # Idle: ask emits to notify, look once more (a row committed just
             # before the flag was set gets no NOTIFY), then wait.
             conn.execute(SET_WAITING)
-            if self._fetch(conn, slots, 0):
+            if self._fetch(conn, slots, []):
                 continue
             for _ in conn.notifies(timeout=self.config.poll_interval_s, stop_after=1):
                 pass
@@ -249,12 +253,14 @@ class Relay:
             metrics.PUBLISHED.inc(len(outcome.acked))
         return failures + 1 if outcome.failed else 0
 
-    def _fetch(self, conn: psycopg.Connection[Any], slots: SlotOwner, after: int) -> list[Row]:
+    def _fetch(
+        self, conn: psycopg.Connection[Any], slots: SlotOwner, in_flight: list[int]
+    ) -> list[Row]:
         if not slots.owned:
             return []
         cursor = conn.execute(
             FETCH_PENDING,
-            {"slots": sorted(slots.owned), "limit": self.config.batch_size, "after": after},
+            {"slots": sorted(slots.owned), "limit": self.config.batch_size, "in_flight": in_flight},
         )
         return [Row(*r) for r in cursor]
 
