@@ -34,6 +34,7 @@ FETCH_PENDING = """
 SELECT o.id, o.tenant_id, o.document_id, o.version, o.event_type, o.payload
   FROM handoff.outbox o
  WHERE o.published_at IS NULL AND o.parked_at IS NULL
+   AND o.id >= %(floor)s
    AND o.id <> ALL(%(in_flight)s::bigint[])
    AND o.slot = ANY(%(slots)s)
    AND NOT EXISTS (SELECT 1 FROM handoff.outbox p
@@ -41,6 +42,15 @@ SELECT o.id, o.tenant_id, o.document_id, o.version, o.event_type, o.payload
                       AND p.tenant_id = o.tenant_id AND p.document_id = o.document_id)
  ORDER BY o.id
  LIMIT %(limit)s
+"""
+
+# For the fetch floor (relay.py): the last outbox id handed out, and the
+# transaction horizon. Once xmin passes an earlier xmax, every row with an id
+# handed out before that xmax is committed (visible) or rolled back.
+HORIZON = """
+SELECT pg_snapshot_xmin(s)::text::bigint, pg_snapshot_xmax(s)::text::bigint,
+       (SELECT last_value FROM handoff.outbox_id_seq)
+  FROM pg_current_snapshot() AS s
 """
 
 MARK_PUBLISHED = "UPDATE handoff.outbox SET published_at = now() WHERE id = ANY(%(ids)s)"

@@ -14,6 +14,10 @@ committed a moment later, until the pipeline ran dry: under steady load,
 never. Measured: a band of events published only when the load stopped.)
 A document's later rows may be fetched while its earlier ones are in
 flight; they are produced after them, so Kafka keeps their order.
+
+Fetches also start at a floor (see Floor), so that after a large drain they
+do not wade through the index entries of a million published rows that
+vacuum has not removed yet.
 """
 
 from __future__ import annotations
@@ -43,6 +47,7 @@ from handoff.relay.kafka_io import ensure_topics, headers, producer, register_sc
 from handoff.relay.outbox_sql import (
     BACKLOG,
     FETCH_PENDING,
+    HORIZON,
     MARK_PUBLISHED,
     PARK,
     PURGE,
@@ -71,6 +76,62 @@ class Row:
     @property
     def document(self) -> Document:
         return self.tenant_id, self.document_id
+
+
+class Floor:
+    """The lowest outbox id that can still be pending, kept without skipping late commits.
+
+    Every TICK_S the relay notes the last id handed out (V) and the
+    transaction horizon (X). When every transaction older than X has ended,
+    every row with an id up to V is visible or gone, so the next fetch (which
+    starts at the current floor) sees every pending one of them: the floor
+    may rise to the lowest of that fetch's first id, the ids in flight, and
+    V + 1. It drops back to 0 when slots change hands, and every RESET_S as a
+    safety net (a parked row that was repaired, say).
+    """
+
+    TICK_S = 0.2
+    RESET_S = 30.0
+
+    def __init__(self) -> None:
+        self.value = 0
+        self._probe: tuple[int, int] | None = None  # (V, X) awaiting the horizon
+        self._ready: int | None = None  # V whose rows are all visible now
+        self._next_tick = 0.0
+        self._next_reset = time.monotonic() + self.RESET_S
+
+    def tick(self, conn: psycopg.Connection[Any], now: float) -> None:
+        if now >= self._next_reset:
+            self.reset(now)
+        if now < self._next_tick:
+            return
+        self._next_tick = now + self.TICK_S
+        row = conn.execute(HORIZON).fetchone()
+        if row is None or row[2] is None:
+            return
+        xmin, xmax, last_id = (int(v) for v in row)
+        # Keep a probe until it resolves: replaced on every tick, it would
+        # never resolve under steady load, where xmin always trails xmax.
+        if self._probe is not None and xmin < self._probe[1]:
+            return
+        if self._probe is not None:
+            self._ready = self._probe[0]
+        self._probe = (last_id, xmax)
+
+    def after_fetch(self, first_id: int | None, in_flight: list[int]) -> None:
+        if self._ready is None:
+            return
+        bound = self._ready + 1
+        if first_id is not None:
+            bound = min(bound, first_id)
+        if in_flight:
+            bound = min(bound, *in_flight)
+        self.value = max(self.value, bound)
+        self._ready = None
+
+    def reset(self, now: float) -> None:
+        self.value, self._probe, self._ready = 0, None, None
+        self._next_reset = now + self.RESET_S
 
 
 @dataclass
@@ -198,6 +259,7 @@ class Relay:
         outcomes: queue.Queue[Outcome],
     ) -> bool:
         slots = SlotOwner(conn)
+        floor = Floor()
         in_flight: list[list[int]] = []  # ids of the batches awaiting acks, oldest first
         failures = 0
         next_rebalance = next_metrics = 0.0
@@ -210,7 +272,10 @@ class Relay:
             if not in_flight:
                 # Slots change hands only with nothing in flight.
                 if now >= next_rebalance:
+                    before = set(slots.owned)
                     slots.rebalance(take_all=once)
+                    if slots.owned != before:  # new slots may hold older rows
+                        floor.reset(now)
                     metrics.SLOTS_OWNED.set(len(slots.owned))
                     next_rebalance = now + self.config.rebalance_interval_s
                 if failures:
@@ -223,9 +288,12 @@ class Relay:
                 next_purge = now + self.config.purge_interval_s
             # After a failure, drain first: the retry must come as a batch
             # fetched with nothing in flight, or a busy relay would never retry.
+            floor.tick(conn, now)
             if len(in_flight) < IN_FLIGHT and not (failures and in_flight):
                 busy = [row_id for ids in in_flight for row_id in ids]
-                if rows := self._fetch(conn, slots, busy):
+                rows = self._fetch(conn, slots, busy, floor.value)
+                floor.after_fetch(rows[0].id if rows else None, busy)
+                if rows:
                     batches.put(Batch(rows, retry=not in_flight))
                     in_flight.append([row.id for row in rows])
                     continue
@@ -238,7 +306,7 @@ class Relay:
             # Idle: ask emits to notify, look once more (a row committed just
             # before the flag was set gets no NOTIFY), then wait.
             conn.execute(SET_WAITING)
-            if self._fetch(conn, slots, []):
+            if self._fetch(conn, slots, [], floor.value):
                 continue
             for _ in conn.notifies(timeout=self.config.poll_interval_s, stop_after=1):
                 pass
@@ -254,13 +322,18 @@ class Relay:
         return failures + 1 if outcome.failed else 0
 
     def _fetch(
-        self, conn: psycopg.Connection[Any], slots: SlotOwner, in_flight: list[int]
+        self, conn: psycopg.Connection[Any], slots: SlotOwner, in_flight: list[int], floor: int
     ) -> list[Row]:
         if not slots.owned:
             return []
         cursor = conn.execute(
             FETCH_PENDING,
-            {"slots": sorted(slots.owned), "limit": self.config.batch_size, "in_flight": in_flight},
+            {
+                "slots": sorted(slots.owned),
+                "limit": self.config.batch_size,
+                "in_flight": in_flight,
+                "floor": floor,
+            },
         )
         return [Row(*r) for r in cursor]
 
