@@ -269,6 +269,7 @@ DECLARE
     v_state      handoff.document_state;
     v_prev_owner text;
     v_answer     jsonb;
+    v_run        integer;
 BEGIN
     -- Direct SQL callers skip the Python models: check the essentials here too.
     IF p_kind IS NULL OR p_kind NOT IN ('create', 'run', 'handoff') THEN
@@ -320,12 +321,7 @@ BEGIN
                            format('service %s may not create documents', p_service), NULL, NULL);
         END IF;
         IF p_kind = 'create' THEN
-            INSERT INTO handoff.document_state (tenant_id, document_id, run_id, owner, status, version,
-                                        assigned_at, due_at, created_at, updated_at, data)
-            VALUES (p_tenant, p_document_id, 1, p_next_owner, p_status, 1,
-                    v_now, p_due_at, v_now, v_now, coalesce(p_data, '{}'::jsonb))
-            ON CONFLICT DO NOTHING
-            RETURNING * INTO v_state;
+            v_run := 1;
         ELSE
             -- A new run starts only after the latest one finished; the row
             -- lock makes concurrent starts queue, and the loser finds run+1.
@@ -342,13 +338,14 @@ BEGIN
                                       v_state.run_id, p_document_id, v_state.owner),
                                v_state.version, v_state.owner);
             END IF;
-            INSERT INTO handoff.document_state (tenant_id, document_id, run_id, owner, status, version,
-                                        assigned_at, due_at, created_at, updated_at, data)
-            VALUES (p_tenant, p_document_id, v_state.run_id + 1, p_next_owner, p_status, 1,
-                    v_now, p_due_at, v_now, v_now, coalesce(p_data, '{}'::jsonb))
-            ON CONFLICT DO NOTHING
-            RETURNING * INTO v_state;
+            v_run := v_state.run_id + 1;
         END IF;
+        INSERT INTO handoff.document_state (tenant_id, document_id, run_id, owner, status, version,
+                                            assigned_at, due_at, created_at, updated_at, data)
+        VALUES (p_tenant, p_document_id, v_run, p_next_owner, p_status, 1,
+                v_now, p_due_at, v_now, v_now, coalesce(p_data, '{}'::jsonb))
+        ON CONFLICT DO NOTHING
+        RETURNING * INTO v_state;
         IF NOT FOUND THEN
             -- A concurrent identical request may have won: its receipt answers.
             v_answer := handoff._replay(p_tenant, p_service, v_request, v_fp);

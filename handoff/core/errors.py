@@ -116,6 +116,10 @@ class DatabaseUnavailable(Unavailable):
     """The database could not be reached or refused the login."""
 
 
+class EventEncodingError(HandoffError):
+    """An outbox row that cannot be turned into an event of the current schema (it is parked)."""
+
+
 class ServiceExists(HandoffError):
     """``service add`` for a service that is already registered in that tenant."""
 

@@ -19,15 +19,11 @@ from typing import Any
 import fastavro
 import orjson
 
-from handoff.core.errors import ConfigurationError, HandoffError
+from handoff.core.errors import ConfigurationError, EventEncodingError
 
 SCHEMA_FAMILY = "handoff_event"
 _VERSION_FILE = re.compile(r"^v(\d+)\.avsc$")
 _TIMESTAMPS = ("occurredAt", "assignedAt", "dueAt", "completedAt")
-
-
-class EventEncodingError(HandoffError):
-    """An outbox row that cannot be turned into an event of the current schema."""
 
 
 @dataclass(frozen=True)

@@ -39,8 +39,8 @@ import psycopg
 from confluent_kafka import KafkaError, Message, Producer
 from psycopg.types.json import set_json_loads
 
-from handoff.core.errors import Unavailable
-from handoff.core.events import EventEncodingError, encode, to_record
+from handoff.core.errors import EventEncodingError, Unavailable
+from handoff.core.events import encode, to_record
 from handoff.core.settings import HandoffSettings
 from handoff.relay import metrics
 from handoff.relay.kafka_io import ensure_topics, headers, producer, register_schemas

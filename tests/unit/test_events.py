@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
+from handoff.core.errors import EventEncodingError
 from handoff.core.events import (
-    EventEncodingError,
     EventSchema,
     decode,
     encode,
