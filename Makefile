@@ -45,7 +45,7 @@ demo: up  ## stack up, migrations, then where everything is
 
 bench: up
 	$(BIN)/handoff db upgrade
-	$(BIN)/python -m benchmarks
+	$(BIN)/handoff bench
 
 clean: down
 	rm -rf .handoff

@@ -182,6 +182,23 @@ def schemas_check() -> None:
     )
 
 
+@app.command(
+    "bench",
+    context_settings={"allow_extra_args": True, "ignore_unknown_options": True},
+)
+def bench(ctx: typer.Context) -> None:
+    """Run the side-by-side benchmarks (make bench); arguments go to python -m benchmarks."""
+    import subprocess
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    if not (root / "benchmarks" / "__main__.py").exists():
+        console.print(f"[red]error[/red]: benchmarks/ not found beside {root}; use a checkout")
+        raise typer.Exit(2)
+    done = subprocess.run([sys.executable, "-m", "benchmarks", *ctx.args], cwd=root, check=False)
+    raise typer.Exit(done.returncode)
+
+
 @app.command("demo")
 def demo() -> None:
     """Bring the stack up, migrate, and show where everything is."""
