@@ -210,12 +210,14 @@ def latency(
 
 
 def _latencies(settings: HandoffSettings, topic: str, tenant: str) -> tuple[float, float, int]:
-    from confluent_kafka.schema_registry import SchemaRegistryClient
+    from confluent_kafka.schema_registry import SchemaRegistryClient, topic_subject_name_strategy
     from confluent_kafka.schema_registry.avro import AvroDeserializer
 
     found: list[float] = []
-    with SchemaRegistryClient({"url": settings.schema_registry_url}) as registry:
-        decode = AvroDeserializer(registry)
+    with SchemaRegistryClient({"url": settings.schema_registry_url, "timeout": 10}) as registry:
+        decode = AvroDeserializer(
+            registry, conf={"subject.name.strategy": topic_subject_name_strategy}
+        )
         consumer = Consumer(
             {"bootstrap.servers": settings.kafka_bootstrap, "group.id": f"lat-{uuid.uuid4().hex}",
              "auto.offset.reset": "earliest"}

@@ -15,7 +15,7 @@ from typing import Any
 import psycopg
 import pytest
 from confluent_kafka import Consumer, TopicPartition
-from confluent_kafka.schema_registry import SchemaRegistryClient
+from confluent_kafka.schema_registry import SchemaRegistryClient, topic_subject_name_strategy
 from confluent_kafka.schema_registry.avro import AvroDeserializer
 from confluent_kafka.serialization import MessageField, SerializationContext
 
@@ -99,8 +99,12 @@ def consume(
 ) -> Events:
     """Events of one tenant from the start of ``topic``, per document in partition order."""
     by_doc: Events = defaultdict(list)
-    with SchemaRegistryClient({"url": settings.schema_registry_url}) as registry:
-        decode = AvroDeserializer(registry)
+    with SchemaRegistryClient({"url": settings.schema_registry_url, "timeout": 10}) as registry:
+        # Topic-name strategy, as the relay registers: the client's default
+        # (associations lookup) is an API Apicurio may never answer.
+        decode = AvroDeserializer(
+            registry, conf={"subject.name.strategy": topic_subject_name_strategy}
+        )
         consumer = Consumer(
             {
                 "bootstrap.servers": settings.kafka_bootstrap,

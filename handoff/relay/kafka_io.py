@@ -79,7 +79,7 @@ def register_schemas(registry_url: str, topics: list[str]) -> tuple[EventSchema,
     """
     versions = retained_versions()
     ids: dict[str, int] = {}
-    with SchemaRegistryClient({"url": registry_url}) as registry:
+    with SchemaRegistryClient({"url": registry_url, "timeout": 15}) as registry:
         for topic in topics:
             subject = f"{topic}-value"
             try:

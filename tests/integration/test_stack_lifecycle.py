@@ -67,7 +67,7 @@ def test_registry_restart_keeps_schema_ids(
 ) -> None:
     subject = f"restart-{uuid.uuid4().hex[:8]}-value"
     schema = Schema('{"type":"record","name":"R","fields":[{"name":"a","type":"string"}]}', "AVRO")
-    with SchemaRegistryClient({"url": settings.schema_registry_url}) as client:
+    with SchemaRegistryClient({"url": settings.schema_registry_url, "timeout": 10}) as client:
         schema_id = client.register_schema(subject, schema)
     old_pid = local_stack.registry.pid()
 
@@ -78,7 +78,9 @@ def test_registry_restart_keeps_schema_ids(
     local_stack.up(["registry"])
     assert local_stack.registry.pid() not in (None, old_pid)
 
-    with SchemaRegistryClient({"url": settings.schema_registry_url}) as fresh:  # empty cache
+    with SchemaRegistryClient(
+        {"url": settings.schema_registry_url, "timeout": 10}
+    ) as fresh:  # empty cache
         assert fresh.get_latest_version(subject).schema_id == schema_id
         assert fresh.get_schema(schema_id).schema_str.replace(" ", "") == schema.schema_str
 
