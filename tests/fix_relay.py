@@ -14,7 +14,7 @@ from typing import Any
 
 import psycopg
 import pytest
-from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka import Consumer
 from confluent_kafka.schema_registry import SchemaRegistryClient, topic_subject_name_strategy
 from confluent_kafka.schema_registry.avro import AvroDeserializer
 from confluent_kafka.serialization import MessageField, SerializationContext
@@ -143,16 +143,3 @@ def first_seen_versions(events: list[dict[str, Any]]) -> list[int]:
             seen.add(event["eventId"])
             order.append(event["version"])
     return order
-
-
-def end_offsets(settings: HandoffSettings, topic: str) -> int:
-    consumer = Consumer({"bootstrap.servers": settings.kafka_bootstrap, "group.id": "offsets"})
-    try:
-        meta = consumer.list_topics(topic, timeout=10).topics[topic]
-        total = 0
-        for p in meta.partitions:
-            _, high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)
-            total += high
-        return total
-    finally:
-        consumer.close()

@@ -19,8 +19,3 @@ FIND_SERVICE = """
 SELECT tenant_id, name, can_create, db_role, created_at
   FROM handoff.services WHERE tenant_id = %(tenant)s AND name = %(name)s
 """
-
-LIST_SERVICES = """
-SELECT tenant_id, name, can_create, db_role, created_at
-  FROM handoff.services ORDER BY tenant_id, name
-"""

@@ -59,7 +59,3 @@ class SlotOwner:
             got = row.fetchone()
             if got and got[0]:
                 self.owned.add(slot)
-
-    def forget(self) -> None:
-        """The session is gone, and its locks with it."""
-        self.owned.clear()

@@ -40,9 +40,3 @@ def alembic_config(settings: HandoffSettings) -> Config:
 
 def upgrade(settings: HandoffSettings, revision: str = "head") -> None:
     command.upgrade(alembic_config(settings), revision)
-
-
-def current_heads(settings: HandoffSettings) -> set[str]:
-    from alembic.script import ScriptDirectory
-
-    return set(ScriptDirectory.from_config(alembic_config(settings)).get_heads())

@@ -81,16 +81,6 @@ def stop_pid(pid: int, timeout_s: float = 30.0) -> None:
         pass
 
 
-def kill_pid(pid: int) -> None:
-    """SIGKILL, for tests that prove crash safety."""
-    try:
-        proc = psutil.Process(pid)
-        proc.kill()
-        proc.wait(10)
-    except psutil.NoSuchProcess:
-        pass
-
-
 def wait_until(check: Callable[[], bool], timeout_s: float, interval_s: float = 0.25) -> bool:
     deadline = time.monotonic() + timeout_s
     while True:
