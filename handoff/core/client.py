@@ -16,16 +16,17 @@ from typing import Any, Protocol, TypeVar
 import httpx
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from psycopg_pool import ConnectionPool, PoolTimeout
+from pydantic import ValidationError
 
 from handoff.core.emitter import Request, emit_direct
 from handoff.core.errors import (
-    CONTRACT_ERRORS,
     DatabaseUnavailable,
     InvalidRequest,
     OutcomeUnknown,
     TransientConflict,
     Unauthenticated,
     Unavailable,
+    contract_error,
 )
 from handoff.core.identity import Credential
 from handoff.core.models import CreateRequest, HandoffRequest, Receipt, StartRunRequest
@@ -125,12 +126,7 @@ def _http_error(response: httpx.Response) -> Exception:
         return OutcomeUnknown(f"server error {response.status_code}: {message}")
     if response.status_code == 401:
         return Unauthenticated(message)
-    error = CONTRACT_ERRORS.get(str(body.get("code")), InvalidRequest)
-    return error(
-        message,
-        current_version=body.get("currentVersion"),
-        current_owner=body.get("currentOwner"),
-    )
+    return contract_error({**body, "message": message})
 
 
 def _where(conninfo: str) -> str:
@@ -262,8 +258,6 @@ M = TypeVar("M", CreateRequest, HandoffRequest, StartRunRequest)
 
 def _validated(model: type[M], **fields: Any) -> M:
     """Build a request model; pydantic's errors become ``InvalidRequest``."""
-    from pydantic import ValidationError
-
     try:
         return model(**fields)
     except ValidationError as exc:

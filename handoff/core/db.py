@@ -17,6 +17,9 @@ from handoff.core.errors import (
     Unauthenticated,
 )
 
+# Liveness check of a connection.
+PING = "SELECT 1"
+
 # SQLSTATEs a retry of the identical request can cure.
 RETRYABLE = (pg.SerializationFailure, pg.DeadlockDetected, pg.LockNotAvailable)
 

@@ -7,18 +7,17 @@ commit or roll back together (DESIGN.md "Consumers").
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any
 
 import psycopg
 from psycopg.types.json import Jsonb
 
 from handoff.core.db import translated
 from handoff.core.emit_sql import EMIT_DIRECT, EMIT_HTTP
-from handoff.core.errors import CONTRACT_ERRORS, InvalidRequest
+from handoff.core.errors import InvalidRequest, contract_error
 from handoff.core.identity import Credential
 from handoff.core.models import CreateRequest, HandoffRequest, Receipt, StartRunRequest
 
-Kind = Literal["create", "run", "handoff"]
 Request = CreateRequest | StartRunRequest | HandoffRequest
 
 
@@ -64,12 +63,7 @@ def answer(result: dict[str, Any]) -> Receipt:
     """The function's JSON answer as a Receipt, or the typed error it names."""
     if result.get("accepted"):
         return Receipt.model_validate({**result["receipt"], "replayed": result["replayed"]})
-    error = CONTRACT_ERRORS.get(result["code"], InvalidRequest)
-    raise error(
-        result["message"],
-        current_version=result.get("currentVersion"),
-        current_owner=result.get("currentOwner"),
-    )
+    raise contract_error(result)
 
 
 def emit_direct(

@@ -7,6 +7,9 @@ codes are assigned only in ``tracker/``; the CLI turns them into messages.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 
 class HandoffError(Exception):
     """Base of every error Handoff raises on purpose."""
@@ -139,3 +142,16 @@ CONTRACT_ERRORS: dict[str, type[ContractError]] = {
         RunInProgress,
     )
 }
+
+
+def contract_error(answer: Mapping[str, Any]) -> ContractError:
+    """The typed error a refusal names: ``{"code", "message", "currentVersion", "currentOwner"}``.
+
+    The emit function's answers and the HTTP error bodies share this shape.
+    """
+    error = CONTRACT_ERRORS.get(str(answer.get("code")), InvalidRequest)
+    return error(
+        str(answer.get("message") or answer.get("code")),
+        current_version=answer.get("currentVersion"),
+        current_owner=answer.get("currentOwner"),
+    )

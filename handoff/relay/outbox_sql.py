@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+# The relay's session: custom plans, so that the in-flight id array of
+# FETCH_PENDING is a constant PostgreSQL can hash; and the wake-up channel.
+SESSION_SETUP = "SET plan_cache_mode = force_custom_plan"
+LISTEN = "LISTEN handoff_outbox"
+
 # Advisory-lock class of the relay's slots: (RELAY_LOCK_CLASS, slot).
 RELAY_LOCK_CLASS = 0x48_4F_46_46  # "HOFF"
 # Every relay session also holds (RELAY_MEMBER_CLASS, its backend pid), so a

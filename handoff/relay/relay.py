@@ -48,9 +48,11 @@ from handoff.relay.outbox_sql import (
     BACKLOG,
     FETCH_PENDING,
     HORIZON,
+    LISTEN,
     MARK_PUBLISHED,
     PARK,
     PURGE,
+    SESSION_SETUP,
     SET_WAITING,
 )
 from handoff.relay.settings import RelaySettings
@@ -211,9 +213,8 @@ class Relay:
     def _session(self, conn: psycopg.Connection[Any], *, once: bool) -> bool:
         """Run the pipeline on one database session; True when --once is done."""
         set_json_loads(orjson.loads, conn)  # payload decoding is on the hot path
-        # A generic plan would compare each row with each in-flight id.
-        conn.execute("SET plan_cache_mode = force_custom_plan")
-        conn.execute("LISTEN handoff_outbox")
+        conn.execute(SESSION_SETUP)
+        conn.execute(LISTEN)
         batches: queue.Queue[Batch | None] = queue.Queue()
         outcomes: queue.Queue[Outcome] = queue.Queue()
         result: dict[str, Any] = {}

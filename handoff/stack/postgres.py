@@ -19,6 +19,7 @@ import psutil
 import psycopg
 from psycopg import sql
 
+from handoff.core.db import PING
 from handoff.core.errors import PrerequisiteMissing, ServiceStartFailed
 from handoff.stack.part import Part
 from handoff.stack.procs import log_tail
@@ -28,6 +29,10 @@ APP_ROLE = "handoff"
 APP_DB = "handoff"
 REGISTRY_ROLE = "apicurio"
 REGISTRY_DB = "apicurio"
+
+# Bootstrap of the local server (roles and databases), as superuser.
+ROLE_EXISTS = "SELECT 1 FROM pg_roles WHERE rolname = %s"
+DATABASE_EXISTS = "SELECT 1 FROM pg_database WHERE datname = %s"
 
 
 def bin_dir() -> Path:
@@ -212,7 +217,7 @@ class Postgres(Part):
     def problem(self) -> str | None:
         try:
             with psycopg.connect(self.superuser_url(), connect_timeout=2) as conn:
-                conn.execute("SELECT 1")
+                conn.execute(PING)
         except psycopg.Error as exc:
             return str(exc).strip().splitlines()[0]
         return None
@@ -228,7 +233,7 @@ class Postgres(Part):
                 (APP_ROLE, s.handoff, sql.SQL("CREATEROLE")),
                 (REGISTRY_ROLE, s.registry, sql.SQL("")),
             ):
-                exists = conn.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", (role,))
+                exists = conn.execute(ROLE_EXISTS, (role,))
                 verb = sql.SQL("ALTER") if exists.fetchone() else sql.SQL("CREATE")
                 conn.execute(
                     sql.SQL("{} ROLE {} LOGIN {} PASSWORD {}").format(
@@ -236,7 +241,7 @@ class Postgres(Part):
                     )
                 )
             for db, owner in ((APP_DB, APP_ROLE), (REGISTRY_DB, REGISTRY_ROLE)):
-                exists = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (db,))
+                exists = conn.execute(DATABASE_EXISTS, (db,))
                 if exists.fetchone() is None:
                     conn.execute(
                         sql.SQL("CREATE DATABASE {} OWNER {}").format(

@@ -12,6 +12,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from psycopg_pool import AsyncConnectionPool
 
 import handoff
+from handoff.core.db import PING
 from handoff.core.errors import DatabaseUnavailable
 from handoff.core.settings import HandoffSettings, load_settings
 from handoff.tracker import emit_api, http_errors
@@ -50,7 +51,7 @@ def create_app(settings: HandoffSettings | None = None, *, pool_size: int = 16) 
     async def healthz(request: Request) -> JSONResponse:
         try:
             async with request.app.state.pool.connection(timeout=2) as conn:
-                await conn.execute("SELECT 1")
+                await conn.execute(PING)
         except Exception as exc:
             raise DatabaseUnavailable(f"database check failed: {exc}") from exc
         return JSONResponse({"status": "ok"})

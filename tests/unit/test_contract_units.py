@@ -182,3 +182,12 @@ def test_backoff_is_bounded_full_jitter() -> None:
     delays = backoff_delays(8, 0.05, 1.0)
     assert len(delays) == 7
     assert all(0 <= d <= min(1.0, 0.05 * 2**n) for n, d in enumerate(delays))
+
+
+def test_one_mapping_from_coded_answers_to_errors() -> None:
+    error = errors.contract_error(
+        {"code": "OwnershipMismatch", "message": "m", "currentVersion": 8, "currentOwner": None}
+    )
+    assert isinstance(error, errors.OwnershipMismatch) and error.current_version == 8
+    unknown = errors.contract_error({"code": "SomethingNew"})
+    assert isinstance(unknown, errors.InvalidRequest) and str(unknown) == "SomethingNew"
