@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -62,7 +63,12 @@ def service(admin: psycopg.Connection[Any], tenant: str) -> ServiceFactory:
 def api_url(migrated: HandoffSettings, local_stack: LocalStack) -> Iterator[str]:
     """A real ``handoff serve`` process on a free port."""
     port = pick_port(18500, set())
-    env = {**os.environ, "HANDOFF_HOME": str(local_stack.layout.home)}
+    # The UI refreshes every second here, so the browser test waits little.
+    env = {
+        **os.environ,
+        "HANDOFF_HOME": str(local_stack.layout.home),
+        "HANDOFF_TRACKER_REFRESH_S": "1",
+    }
     log = local_stack.layout.log_file("test-api")
     with log.open("wb") as out:
         proc = subprocess.Popen(
@@ -119,3 +125,34 @@ def counts(admin: psycopg.Connection[Any], tenant: str) -> dict[str, int]:
         (tenant,),
     ).fetchall()
     return {owner: int(total) for owner, total in rows}
+
+
+def due_counts(admin: psycopg.Connection[Any], tenant: str) -> dict[tuple[str, Any], int]:
+    """Deadline counters per (owner, hour), shards summed; zero sums left out."""
+    rows = admin.execute(
+        "SELECT owner, due_hour, sum(n) FROM handoff.owner_due_counts WHERE tenant_id = %s "
+        "GROUP BY owner, due_hour HAVING sum(n) <> 0",
+        (tenant,),
+    ).fetchall()
+    return {(owner, hour): int(n) for owner, hour, n in rows}
+
+
+def due_counts_by_scan(admin: psycopg.Connection[Any], tenant: str) -> dict[tuple[str, Any], int]:
+    """The same from the state table: what the counters must equal."""
+    rows = admin.execute(
+        "SELECT owner, handoff._due_bucket(due_at), count(*) FROM handoff.document_state "
+        "WHERE tenant_id = %s AND owner IS NOT NULL AND due_at IS NOT NULL GROUP BY 1, 2",
+        (tenant,),
+    ).fetchall()
+    return {(owner, hour): int(n) for owner, hour, n in rows}
+
+
+def deadlocks(admin: psycopg.Connection[Any]) -> int:
+    """Deadlocks the server has detected in this database (statistics flush within ~1 s)."""
+    time.sleep(1.2)
+    admin.execute("SELECT pg_stat_clear_snapshot()")
+    row = admin.execute(
+        "SELECT deadlocks FROM pg_stat_database WHERE datname = current_database()"
+    ).fetchone()
+    assert row is not None
+    return int(row[0])

@@ -31,7 +31,7 @@ def translated(*, sent: bool = True) -> Iterator[None]:
         yield
     except RETRYABLE as exc:
         raise TransientConflict(f"{type(exc).__name__}: {exc}") from exc
-    except (pg.InvalidParameterValue, pg.DataException) as exc:
+    except psycopg.DataError as exc:  # SQLSTATE class 22: a value the request carried
         raise InvalidRequest(str(exc).strip()) from exc
     except pg.InvalidAuthorizationSpecification as exc:
         raise Unauthenticated(str(exc).strip()) from exc

@@ -51,6 +51,8 @@ Status = Annotated[str, Field(min_length=1, max_length=64), AfterValidator(_iden
 EventType = Annotated[str, Field(min_length=1, max_length=100), AfterValidator(_identifier)]
 Deadline = Annotated[datetime | None, AfterValidator(_aware)]
 Data = Annotated[dict[str, Any] | None, AfterValidator(_small_object)]
+# Versions and runs are PostgreSQL integers.
+Version = Annotated[int, Field(ge=1, le=2**31 - 1)]
 
 
 class _Model(BaseModel):
@@ -95,8 +97,8 @@ class HandoffRequest(_Model):
     sender: ServiceName | None = None
     next_owner: ServiceName | None
     status: Status
-    expected_version: Annotated[int, Field(ge=1)]
-    run_id: Annotated[int, Field(ge=1)] | None = None
+    expected_version: Version
+    run_id: Version | None = None
     due_at: Deadline = None
     data: Data = None
     correlation_id: Identifier | None = None

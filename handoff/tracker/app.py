@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import asyncio
+import logging
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, suppress
 from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response
+from fastapi.staticfiles import StaticFiles
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from psycopg_pool import AsyncConnectionPool
 
@@ -15,11 +18,32 @@ import handoff
 from handoff.core.db import PING
 from handoff.core.errors import DatabaseUnavailable
 from handoff.core.settings import HandoffSettings, load_settings
-from handoff.tracker import emit_api, http_errors
+from handoff.tracker import emit_api, http_errors, query_api, read_sql, ui
+from handoff.tracker.read_model import ReadModel
+from handoff.tracker.settings import TrackerSettings
+
+log = logging.getLogger("handoff.tracker")
 
 
-def create_app(settings: HandoffSettings | None = None, *, pool_size: int = 16) -> FastAPI:
+async def _fold_forever(pool: AsyncConnectionPool[Any], every_s: float) -> None:
+    """Fold passed deadline hours now and then (see owner_due_counts)."""
+    while True:
+        try:
+            async with pool.connection() as conn:
+                await conn.execute(read_sql.FOLD_DUE_COUNTS)
+        except Exception as exc:  # a missed fold only makes counts slower, never wrong
+            log.warning("folding deadline counts failed (will retry): %s", exc)
+        await asyncio.sleep(every_s)
+
+
+def create_app(
+    settings: HandoffSettings | None = None,
+    *,
+    pool_size: int = 16,
+    tracker: TrackerSettings | None = None,
+) -> FastAPI:
     settings = settings or load_settings()
+    tracker = tracker or TrackerSettings()
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -33,9 +57,15 @@ def create_app(settings: HandoffSettings | None = None, *, pool_size: int = 16) 
         )
         await pool.open(wait=True, timeout=15)
         app.state.pool = pool
+        app.state.read_model = ReadModel(pool)
+        app.state.tracker_settings = tracker
+        folding = asyncio.create_task(_fold_forever(pool, tracker.fold_interval_s))
         try:
             yield
         finally:
+            folding.cancel()
+            with suppress(asyncio.CancelledError):
+                await folding
             await pool.close()
 
     app = FastAPI(
@@ -46,6 +76,9 @@ def create_app(settings: HandoffSettings | None = None, *, pool_size: int = 16) 
     )
     http_errors.install(app)
     app.include_router(emit_api.router)
+    app.include_router(query_api.router)
+    app.include_router(ui.router)
+    app.mount("/static", StaticFiles(directory=ui.STATIC), name="static")
 
     @app.get("/healthz", tags=["ops"], summary="Liveness, with a database round trip")
     async def healthz(request: Request) -> JSONResponse:
@@ -56,7 +89,13 @@ def create_app(settings: HandoffSettings | None = None, *, pool_size: int = 16) 
             raise DatabaseUnavailable(f"database check failed: {exc}") from exc
         return JSONResponse({"status": "ok"})
 
-    @app.get("/metrics", tags=["ops"], summary="Prometheus metrics")
+    @app.get(
+        "/metrics",
+        tags=["ops"],
+        summary="Prometheus metrics",
+        response_class=Response,
+        responses={200: {"content": {CONTENT_TYPE_LATEST.split(";")[0]: {}}}},
+    )
     async def metrics() -> Response:
         return Response(generate_latest(), media_type=CONTENT_TYPE_LATEST)
 

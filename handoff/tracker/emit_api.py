@@ -12,16 +12,17 @@ import random
 import time
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Header, Path, Request
+from fastapi import APIRouter, Path, Request
 from fastapi.responses import JSONResponse
 from prometheus_client import Counter, Histogram
 from psycopg_pool import AsyncConnectionPool
 
 from handoff.core.emitter import Request as EmitRequest
 from handoff.core.emitter import emit_http
-from handoff.core.errors import ContractError, HandoffError, TransientConflict, Unauthenticated
+from handoff.core.errors import ContractError, HandoffError, TransientConflict
 from handoff.core.identity import Credential
 from handoff.core.models import CreateRequest, HandoffRequest, Identifier, Receipt, StartRunRequest
+from handoff.tracker.auth import Writer
 
 router = APIRouter(prefix="/v1", tags=["emit"])
 
@@ -46,20 +47,6 @@ RESPONSES: dict[int | str, dict[str, Any]] = {
     },
     422: {"description": "InvalidRequest: the body failed validation"},
 }
-
-
-def credential(
-    authorization: Annotated[str | None, Header(description="Bearer <service credential>")] = None,
-) -> Credential:
-    if not authorization:
-        raise Unauthenticated("missing Authorization: Bearer <service credential>")
-    scheme, _, token = authorization.partition(" ")
-    if scheme.lower() != "bearer" or not token:
-        raise Unauthenticated("the Authorization header must be 'Bearer <service credential>'")
-    return Credential.parse(token)
-
-
-Caller = Annotated[Credential, Depends(credential)]
 
 
 async def _emit(
@@ -109,7 +96,7 @@ def _receipt(receipt: Receipt) -> JSONResponse:
     responses=RESPONSES,
     summary="Initial assignment of a document",
 )
-async def create_document(request: Request, caller: Caller, body: CreateRequest) -> JSONResponse:
+async def create_document(request: Request, caller: Writer, body: CreateRequest) -> JSONResponse:
     return await _emit(request, caller, body, "create")
 
 
@@ -120,7 +107,7 @@ async def create_document(request: Request, caller: Caller, body: CreateRequest)
     responses=RESPONSES,
     summary="Handoff, progress or completion (nextOwner null with a terminal status)",
 )
-async def handoff(request: Request, caller: Caller, body: HandoffRequest) -> JSONResponse:
+async def handoff(request: Request, caller: Writer, body: HandoffRequest) -> JSONResponse:
     return await _emit(request, caller, body, "handoff")
 
 
@@ -133,7 +120,7 @@ async def handoff(request: Request, caller: Caller, body: HandoffRequest) -> JSO
 )
 async def start_run(
     request: Request,
-    caller: Caller,
+    caller: Writer,
     document_id: Annotated[Identifier, Path(description="The finished document")],
     body: StartRunRequest,
 ) -> JSONResponse:

@@ -6,6 +6,7 @@ current owner and version where the contract reports them.
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -14,6 +15,8 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from handoff.core import errors as e
+
+log = logging.getLogger("handoff.tracker")
 
 STATUS: dict[type[e.HandoffError], int] = {
     e.InvalidRequest: 422,
@@ -27,6 +30,7 @@ STATUS: dict[type[e.HandoffError], int] = {
     e.AlreadyExists: 409,
     e.RunInProgress: 409,
     e.ServiceExists: 409,
+    e.ServiceNotFound: 404,
     e.TransientConflict: 503,
     e.Unavailable: 503,
     e.OutcomeUnknown: 503,
@@ -78,4 +82,13 @@ def install(app: FastAPI) -> None:
         return JSONResponse(
             {"code": codes.get(error.status_code, "HttpError"), "message": str(error.detail)},
             status_code=error.status_code,
+        )
+
+    @app.exception_handler(Exception)
+    async def _unexpected(request: Request, error: Exception) -> JSONResponse:
+        # A bug, not a client error: log it whole, answer in the same coded shape.
+        log.error("unhandled error on %s %s", request.method, request.url.path, exc_info=error)
+        return JSONResponse(
+            {"code": "InternalError", "message": "the server failed; the error was logged"},
+            status_code=500,
         )

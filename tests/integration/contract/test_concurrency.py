@@ -8,6 +8,7 @@ import threading
 import uuid
 from collections import Counter
 from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import psycopg
@@ -17,7 +18,14 @@ from handoff.core import errors
 from handoff.core.client import HandoffClient
 from handoff.core.identity import Credential
 from handoff.core.models import Receipt
-from tests.fix_contract import ClientFactory, ServiceFactory, counts
+from tests.fix_contract import (
+    ClientFactory,
+    ServiceFactory,
+    counts,
+    deadlocks,
+    due_counts,
+    due_counts_by_scan,
+)
 
 RACERS = 12
 
@@ -176,6 +184,9 @@ def test_random_workload_with_crossing_handoffs_keeps_every_invariant(
                 if owner is None:
                     continue
                 target = rng.choice([*OWNERS, None] if rng.random() < 0.05 else OWNERS)
+                # Deadlines in a few hours around now: the deadline counters
+                # (two rows per handoff, locked by a trigger) cross as well.
+                due = datetime.now(UTC) + timedelta(hours=rng.randint(-3, 3))
                 try:
                     receipt = mine[owner].emit(
                         event_id=str(uuid.uuid4()),
@@ -184,6 +195,7 @@ def test_random_workload_with_crossing_handoffs_keeps_every_invariant(
                         next_owner=target,
                         status="done" if target is None else "work",
                         expected_version=version,
+                        due_at=None if rng.random() < 0.2 else due,
                     )
                     with lock:
                         accepted.append(receipt)
@@ -211,6 +223,7 @@ def test_random_workload_with_crossing_handoffs_keeps_every_invariant(
         ).fetchall()
     )
     assert counts(admin, tenant) == active
+    assert due_counts(admin, tenant) == due_counts_by_scan(admin, tenant)
     # versions are gapless, match history, and each has exactly one outbox row
     rows = admin.execute(
         """
@@ -241,6 +254,8 @@ def test_crossing_handoffs_at_the_same_moment_never_deadlock(
     clients["b"].create(event_id=str(uuid.uuid4()), document_id="y", owner="b", status="s")
     state = {"x": ["a", 1], "y": ["b", 1]}
     barrier = threading.Barrier(2)
+    due = datetime.now(UTC) + timedelta(minutes=30)  # one deadline hour: the same counter rows
+    deadlocks_before = deadlocks(admin)
     failures: list[BaseException] = []
 
     def move(doc: str) -> None:
@@ -255,6 +270,7 @@ def test_crossing_handoffs_at_the_same_moment_never_deadlock(
                 next_owner=target,
                 status="s",
                 expected_version=version,
+                due_at=due,
             )
         except BaseException as exc:
             failures.append(exc)
@@ -276,3 +292,6 @@ def test_crossing_handoffs_at_the_same_moment_never_deadlock(
     ).fetchall()
     assert versions == [("x", rounds + 1), ("y", rounds + 1)]
     assert counts(admin, tenant) == {"a": 1, "b": 1}
+    assert due_counts(admin, tenant) == due_counts_by_scan(admin, tenant)
+    # Retries would hide a deadlock from the clients; the server's count does not.
+    assert deadlocks(admin) == deadlocks_before

@@ -1,0 +1,128 @@
+"""The query half of the HTTP API (DESIGN.md "Interfaces"): reads of one tenant.
+
+A credential sees only its own tenant: the read model takes the tenant from
+the credential, never from the request, and row-level security backs it up.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Path, Query, Request
+
+from handoff.core.models import Identifier, ServiceName
+from handoff.tracker.auth import Reader
+from handoff.tracker.read_model import MAX_PAGE, ReadModel
+from handoff.tracker.views import (
+    DocumentView,
+    HistoryPage,
+    OwnerPage,
+    OwnersSnapshot,
+    RejectionPage,
+)
+
+router = APIRouter(prefix="/v1", tags=["query"])
+
+RESPONSES: dict[int | str, dict[str, Any]] = {
+    401: {"description": "missing or unknown credential (code Unauthenticated)"},
+    422: {"description": "InvalidRequest: a parameter failed validation"},
+}
+NOT_FOUND: dict[int | str, dict[str, Any]] = {
+    **RESPONSES,
+    404: {"description": "DocumentNotFound (also for another tenant's documents)"},
+}
+
+Limit = Annotated[int, Query(ge=1, le=MAX_PAGE, description=f"page size, 1-{MAX_PAGE}")]
+After = Annotated[
+    str | None,
+    Query(max_length=400, description="the `next` cursor of the previous page"),
+]
+RunId = Annotated[
+    int | None, Query(alias="runId", ge=1, lt=2**31, description="a run; default the latest")
+]
+DocumentId = Annotated[Identifier, Path(description="the document")]
+Owner = Annotated[ServiceName, Path(description="the owning service")]
+
+
+def _model(request: Request) -> ReadModel:
+    model: ReadModel = request.app.state.read_model
+    return model
+
+
+@router.get(
+    "/documents/{document_id}",
+    response_model=DocumentView,
+    responses=NOT_FOUND,
+    summary="Current state, strongly consistent",
+)
+async def document(
+    request: Request, caller: Reader, document_id: DocumentId, run_id: RunId = None
+) -> DocumentView:
+    return await _model(request).document(caller, document_id, run_id)
+
+
+@router.get(
+    "/documents/{document_id}/history",
+    response_model=HistoryPage,
+    responses=NOT_FOUND,
+    summary="Accepted versions in order",
+)
+async def history(
+    request: Request,
+    caller: Reader,
+    document_id: DocumentId,
+    run_id: RunId = None,
+    limit: Limit = 100,
+    after: After = None,
+) -> HistoryPage:
+    return await _model(request).history(caller, document_id, run_id, limit, after)
+
+
+@router.get(
+    "/owners",
+    response_model=OwnersSnapshot,
+    responses=RESPONSES,
+    summary="Per-owner counts (assigned, overdue, oldest assignment) as one snapshot",
+)
+async def owners(request: Request, caller: Reader) -> OwnersSnapshot:
+    return await _model(request).owners(caller)
+
+
+@router.get(
+    "/owners/{owner}/documents",
+    response_model=OwnerPage,
+    responses=RESPONSES,
+    summary="An owner's documents, oldest assignment first (keyset pages)",
+)
+async def owner_documents(
+    request: Request, caller: Reader, owner: Owner, limit: Limit = 50, after: After = None
+) -> OwnerPage:
+    return await _model(request).owner_documents(caller, owner, limit, after)
+
+
+@router.get(
+    "/owners/{owner}/overdue",
+    response_model=OwnerPage,
+    responses=RESPONSES,
+    summary="An owner's documents whose deadline is strictly before now, earliest first",
+)
+async def owner_overdue(
+    request: Request, caller: Reader, owner: Owner, limit: Limit = 50, after: After = None
+) -> OwnerPage:
+    return await _model(request).owner_overdue(caller, owner, limit, after)
+
+
+@router.get(
+    "/rejections",
+    response_model=RejectionPage,
+    responses=RESPONSES,
+    summary="Rejected attempts, newest first; optionally of one document",
+)
+async def rejections(
+    request: Request,
+    caller: Reader,
+    document_id: Annotated[Identifier | None, Query(alias="documentId")] = None,
+    limit: Limit = 50,
+    after: After = None,
+) -> RejectionPage:
+    return await _model(request).rejections(caller, document_id, limit, after)

@@ -1,0 +1,113 @@
+"""What the query API answers: camelCase JSON shapes, documented in OpenAPI."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+from pydantic.alias_generators import to_camel
+
+
+class _View(BaseModel):
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, frozen=True)
+
+
+class DocumentView(_View):
+    """The committed state of one run of a document."""
+
+    document_id: str
+    run_id: int
+    owner: str | None = Field(description="null once the run is finished")
+    status: str
+    version: int
+    assigned_at: datetime | None = Field(description="when the current assignment began")
+    due_at: datetime | None
+    created_at: datetime
+    updated_at: datetime
+    completed_at: datetime | None
+    data: dict[str, Any]
+    overdue: bool = Field(description="assigned and its deadline is before now")
+    runs: int = Field(description="how many runs the document has had")
+
+
+class HistoryEntry(_View):
+    """One accepted version."""
+
+    version: int
+    event_id: str
+    event_type: str
+    sender: str
+    owner_before: str | None
+    owner_after: str | None
+    status: str
+    accepted_at: datetime
+    assigned_at: datetime | None
+    due_at: datetime | None
+    data: dict[str, Any]
+    correlation_id: str | None
+    causation_id: str | None
+
+
+class HistoryPage(_View):
+    document_id: str
+    run_id: int
+    items: list[HistoryEntry]
+    next: str | None = Field(description="pass as `after` for the next page; null at the end")
+
+
+class OwnerDocument(_View):
+    """A document as listed on its owner's page."""
+
+    document_id: str
+    run_id: int
+    status: str
+    version: int
+    assigned_at: datetime | None
+    due_at: datetime | None
+    updated_at: datetime
+    overdue: bool
+
+
+class OwnerPage(_View):
+    owner: str
+    items: list[OwnerDocument]
+    next: str | None = Field(description="pass as `after` for the next page; null at the end")
+
+
+class OwnerCounts(_View):
+    owner: str
+    assigned: int
+    overdue: int
+    oldest_assigned_at: datetime | None
+
+
+class OwnersSnapshot(_View):
+    """Per-owner counts read in one snapshot, taken at ``asOf``."""
+
+    as_of: datetime
+    owners: list[OwnerCounts]
+
+
+class RejectionView(_View):
+    """A rejected attempt: nothing else changed when it was rejected."""
+
+    id: int
+    document_id: str | None
+    run_id: int | None
+    event_id: str | None
+    event_type: str | None
+    sender: str
+    code: str
+    message: str
+    expected_version: int | None
+    current_version: int | None
+    current_owner: str | None
+    requested_owner: str | None
+    status: str | None
+    rejected_at: datetime
+
+
+class RejectionPage(_View):
+    items: list[RejectionView]
+    next: str | None = Field(description="pass as `after` for the next page; null at the end")
