@@ -1,0 +1,50 @@
+"""A document's timeline as the UI tells it: accepted versions and rejections in time order."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import TYPE_CHECKING
+
+from handoff.tracker.views import HistoryEntry, RejectionView
+
+if TYPE_CHECKING:
+    from handoff.tracker.read_model import DocumentStory
+
+
+@dataclass(frozen=True)
+class Entry:
+    at: datetime
+    accepted: bool
+    headline: str
+    detail: str
+    version: int | None
+    event_type: str | None
+
+
+def _accepted(h: HistoryEntry) -> Entry:
+    if h.owner_before is None and h.owner_after == h.sender:
+        headline = f"{h.sender} created it"
+    elif h.owner_before is None:
+        headline = f"{h.sender} created it for {h.owner_after}"
+    elif h.owner_after is None:
+        headline = f"{h.sender} finished it"
+    elif h.owner_before == h.owner_after:
+        headline = f"{h.sender} made progress"
+    else:
+        headline = f"{h.sender} handed it to {h.owner_after}"
+    return Entry(h.accepted_at, True, headline, f"status “{h.status}”", h.version, h.event_type)
+
+
+def _rejected(r: RejectionView) -> Entry:
+    what = r.event_type or "a change"
+    return Entry(
+        r.rejected_at, False, f"{r.sender} tried {what}: {r.code}", r.message, None, r.event_type
+    )
+
+
+def of(story: DocumentStory) -> list[Entry]:
+    """Accepted versions of this run and rejections of the document, oldest first."""
+    entries = [_accepted(h) for h in story.history.items]
+    entries += [_rejected(r) for r in story.rejections]
+    return sorted(entries, key=lambda e: e.at)

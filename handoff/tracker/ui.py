@@ -1,0 +1,223 @@
+"""The tracker's web UI: server-rendered pages over the read model.
+
+Pages: ``/`` (one card per owner, refreshing itself), ``/owners/{owner}``
+(oldest first, or overdue), ``/documents/{id}`` (where it is and its
+timeline), ``/search``, and sign-in with a service credential (kept in an
+HttpOnly cookie; the pages read only that credential's tenant).
+"""
+
+from __future__ import annotations
+
+import urllib.parse
+from collections.abc import Awaitable, Callable
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from fastapi import APIRouter, Request
+from fastapi.responses import HTMLResponse, RedirectResponse, Response
+from fastapi.templating import Jinja2Templates
+from pydantic import TypeAdapter, ValidationError
+
+from handoff.core.errors import DocumentNotFound, HandoffError, InvalidRequest, Unauthenticated
+from handoff.core.identity import Credential
+from handoff.core.models import Identifier, ServiceName
+from handoff.tracker import timeline
+from handoff.tracker.auth import COOKIE
+from handoff.tracker.read_model import ReadModel
+from handoff.tracker.settings import TrackerSettings
+
+router = APIRouter(include_in_schema=False)
+templates = Jinja2Templates(directory=Path(__file__).with_name("templates"))
+STATIC = Path(__file__).with_name("static")
+
+
+def age(delta: timedelta) -> str:
+    """A waiting time as people say it: '45 s', '13 min', '2 h 05 min', '3 d 4 h'."""
+    seconds = max(0, int(delta.total_seconds()))
+    if seconds < 60:
+        return f"{seconds} s"
+    minutes = seconds // 60
+    if minutes < 60:
+        return f"{minutes} min"
+    hours, minutes = divmod(minutes, 60)
+    if hours < 24:
+        return f"{hours} h {minutes:02d} min"
+    days, hours = divmod(hours, 24)
+    return f"{days} d {hours} h"
+
+
+templates.env.filters["age"] = age
+templates.env.filters["hhmm"] = lambda at: at.strftime("%H:%M") if at else ""
+templates.env.filters["stamp"] = lambda at: at.strftime("%Y-%m-%d %H:%M:%S UTC") if at else ""
+templates.env.filters["iso"] = lambda at: at.isoformat() if at else ""
+
+
+def _model(request: Request) -> ReadModel:
+    model: ReadModel = request.app.state.read_model
+    return model
+
+
+def _settings(request: Request) -> TrackerSettings:
+    settings: TrackerSettings = request.app.state.tracker_settings
+    return settings
+
+
+def _signin_redirect(request: Request) -> RedirectResponse:
+    target = request.url.path + (f"?{request.url.query}" if request.url.query else "")
+    response = RedirectResponse(f"/signin?next={urllib.parse.quote(target)}", status_code=303)
+    response.delete_cookie(COOKIE)
+    return response
+
+
+def _page(
+    request: Request, name: str, context: dict[str, Any], status_code: int = 200
+) -> HTMLResponse:
+    return templates.TemplateResponse(request, name, context, status_code=status_code)
+
+
+Page = Callable[[Credential], Awaitable[Response]]
+
+
+async def _signed_in(request: Request, render: Page) -> Response:
+    """Run a page for the signed-in credential; errors become pages, not JSON."""
+    token = request.cookies.get(COOKIE)
+    if not token:
+        return _signin_redirect(request)
+    try:
+        return await render(Credential.parse(token))
+    except Unauthenticated:
+        return _signin_redirect(request)
+    except DocumentNotFound as error:
+        return _page(request, "error.html", {"title": "Not found", "message": str(error)}, 404)
+    except InvalidRequest as error:
+        return _page(request, "error.html", {"title": "Not valid", "message": str(error)}, 422)
+
+
+def _valid(kind: Any, value: str, what: str) -> str:
+    try:
+        checked: str = TypeAdapter(kind).validate_python(value)
+    except ValidationError as exc:
+        raise InvalidRequest(f"{what} {value[:80]!r} is not valid") from exc
+    return checked
+
+
+@router.get("/", response_class=HTMLResponse)
+async def overview(request: Request) -> Response:
+    async def render(credential: Credential) -> Response:
+        reader, snapshot = await _model(request).owners_as(credential)
+        return _page(
+            request,
+            "overview.html",
+            {"reader": reader, "snapshot": snapshot, "refresh_s": _settings(request).refresh_s},
+        )
+
+    return await _signed_in(request, render)
+
+
+@router.get("/ui/owner-cards", response_class=HTMLResponse)
+async def owner_cards(request: Request) -> Response:
+    """The overview's cards alone: what the page's refresh fetches."""
+
+    async def render(credential: Credential) -> Response:
+        _, snapshot = await _model(request).owners_as(credential)
+        return _page(request, "_cards.html", {"snapshot": snapshot})
+
+    return await _signed_in(request, render)
+
+
+@router.get("/owners/{owner}", response_class=HTMLResponse)
+async def owner(
+    request: Request, owner: str, view: str = "all", after: str | None = None
+) -> Response:
+    async def render(credential: Credential) -> Response:
+        name = _valid(ServiceName, owner, "owner")
+        model = _model(request)
+        if view == "overdue":
+            page = await model.owner_overdue(credential, name, 50, after)
+        else:
+            page = await model.owner_documents(credential, name, 50, after)
+        reader, snapshot = await model.owners_as(credential)
+        counts = next((c for c in snapshot.owners if c.owner == name), None)
+        return _page(
+            request,
+            "owner.html",
+            {
+                "reader": reader,
+                "owner": name,
+                "view": "overdue" if view == "overdue" else "all",
+                "page": page,
+                "counts": counts,
+                "now": snapshot.as_of,
+                "first_page": after is None,
+            },
+        )
+
+    return await _signed_in(request, render)
+
+
+@router.get("/documents/{document_id}", response_class=HTMLResponse)
+async def document(request: Request, document_id: str, run: int | None = None) -> Response:
+    async def render(credential: Credential) -> Response:
+        doc_id = _valid(Identifier, document_id, "document id")
+        reader, story = await _model(request).story(credential, doc_id, run)
+        return _page(
+            request,
+            "document.html",
+            {
+                "reader": reader,
+                "doc": story.document,
+                "history": story.history,
+                "entries": timeline.of(story),
+                "now": datetime.now(story.document.updated_at.tzinfo),
+            },
+        )
+
+    return await _signed_in(request, render)
+
+
+@router.get("/search")
+async def search(request: Request, documentId: str = "") -> Response:  # noqa: N803 (the query name)
+    wanted = documentId.strip()
+    if not wanted:
+        return RedirectResponse("/", status_code=303)
+    return RedirectResponse(f"/documents/{urllib.parse.quote(wanted, safe='')}", status_code=303)
+
+
+@router.get("/signin", response_class=HTMLResponse)
+async def signin_form(request: Request, next: str = "/") -> Response:
+    return _page(request, "signin.html", {"next": _local(next), "error": None})
+
+
+@router.post("/signin", response_class=HTMLResponse)
+async def signin(request: Request) -> Response:
+    form = urllib.parse.parse_qs((await request.body()).decode(errors="replace"))
+    token = (form.get("credential") or [""])[0].strip()
+    target = _local((form.get("next") or ["/"])[0])
+    try:
+        credential = Credential.parse(token)
+        await _model(request).whoami(credential)
+    except HandoffError as error:
+        return _page(request, "signin.html", {"next": target, "error": str(error)}, status_code=401)
+    response = RedirectResponse(target, status_code=303)
+    response.set_cookie(
+        COOKIE,
+        credential.token,
+        httponly=True,
+        samesite="strict",
+        secure=_settings(request).secure_cookie,
+        max_age=12 * 3600,
+    )
+    return response
+
+
+@router.post("/signout")
+async def signout() -> Response:
+    response = RedirectResponse("/signin", status_code=303)
+    response.delete_cookie(COOKIE)
+    return response
+
+
+def _local(target: str) -> str:
+    """Only same-site paths after sign-in (no open redirect)."""
+    return target if target.startswith("/") and not target.startswith("//") else "/"
