@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: setup up down status lint schemas-check test test-unit demo bench clean
+.PHONY: browser setup up down status lint schemas-check test test-unit demo bench clean
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python 3.11+ is required (set PYTHON=python3.11)")'
@@ -13,34 +13,36 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet -e '.[test]'
 	@touch $(STAMP)
 
-setup: $(STAMP)  ## create or reuse .venv with the project and its test tools
+browser:  ## Chromium for the browser tests (Debian's package)
+	@scripts/ensure-chromium
 
-up: setup  ## start the local stack (PostgreSQL, Kafka, schema registry)
+setup: $(STAMP) browser  ## .venv with the project and its test tools, and Chromium
+
+up: $(STAMP)  ## start the local stack (PostgreSQL, Kafka, schema registry)
 	$(BIN)/handoff stack up
 
-down: setup  ## stop the local stack
+down: $(STAMP)  ## stop the local stack
 	$(BIN)/handoff stack down
 
-status: setup
+status: $(STAMP)
 	$(BIN)/handoff stack status
 
-lint: setup  ## ruff and mypy
+lint: $(STAMP)  ## ruff and mypy
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 
-schemas-check: setup  ## the newest event schema reads every retained version
+schemas-check: $(STAMP)  ## the newest event schema reads every retained version
 	$(BIN)/handoff schemas check
 
-test: lint schemas-check up  ## the whole suite against the real stack
+test: lint schemas-check up browser  ## the whole suite against the real stack
 	$(BIN)/handoff db upgrade
 	$(BIN)/pytest
 
-test-unit: setup
+test-unit: $(STAMP)
 	$(BIN)/pytest tests/unit
 
-demo: up  ## stack up, migrations, then where everything is
-	$(BIN)/handoff db upgrade
+demo: $(STAMP)  ## stack up, migrations, a sample pipeline, the tracker on :8000
 	$(BIN)/handoff demo
 
 bench: up

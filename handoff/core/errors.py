@@ -127,6 +127,10 @@ class ServiceExists(HandoffError):
     """``service add`` for a service that is already registered in that tenant."""
 
 
+class ServiceNotFound(HandoffError):
+    """Removing a service that is not registered in that tenant."""
+
+
 CONTRACT_ERRORS: dict[str, type[ContractError]] = {
     cls.__name__: cls
     for cls in (

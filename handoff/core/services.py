@@ -9,10 +9,17 @@ from psycopg import sql
 from pydantic import TypeAdapter
 
 from handoff.core.db import translated
-from handoff.core.errors import ServiceExists
+from handoff.core.errors import ServiceExists, ServiceNotFound
 from handoff.core.identity import Credential
 from handoff.core.models import ServiceName
-from handoff.core.services_sql import CREATE_SERVICE_ROLE, FIND_SERVICE, INSERT_SERVICE
+from handoff.core.services_sql import (
+    CREATE_SERVICE_ROLE,
+    DELETE_SERVICE,
+    DROP_SERVICE_ROLE,
+    FIND_SERVICE,
+    FIND_SERVICE_BY_ROLE,
+    INSERT_SERVICE,
+)
 
 _service_name: TypeAdapter[str] = TypeAdapter(ServiceName)
 
@@ -50,3 +57,19 @@ def add_service(
             },
         )
     return credential
+
+
+def has_credential(conn: psycopg.Connection[Any], credential: Credential, tenant: str) -> bool:
+    """Whether ``credential`` still belongs to a registered service of ``tenant``."""
+    with translated(sent=False):
+        row = conn.execute(FIND_SERVICE_BY_ROLE, {"role": credential.role}).fetchone()
+    return row is not None and row[0] == tenant
+
+
+def remove_service(conn: psycopg.Connection[Any], name: str, *, tenant: str = "default") -> None:
+    """Unregister a service: its credential stops working at once (role dropped)."""
+    with conn.transaction(), translated(sent=False):
+        row = conn.execute(DELETE_SERVICE, {"tenant": tenant, "name": name}).fetchone()
+        if row is None:
+            raise ServiceNotFound(f"no service {name!r} in tenant {tenant!r}")
+        conn.execute(DROP_SERVICE_ROLE.format(role=sql.Identifier(row[0])))

@@ -19,3 +19,13 @@ FIND_SERVICE = """
 SELECT tenant_id, name, can_create, db_role, created_at
   FROM handoff.services WHERE tenant_id = %(tenant)s AND name = %(name)s
 """
+
+FIND_SERVICE_BY_ROLE = """
+SELECT tenant_id, name FROM handoff.services WHERE db_role = %(role)s
+"""
+
+DELETE_SERVICE = """
+DELETE FROM handoff.services WHERE tenant_id = %(tenant)s AND name = %(name)s RETURNING db_role
+"""
+
+DROP_SERVICE_ROLE = sql.SQL("DROP ROLE {role}")

@@ -200,23 +200,70 @@ def bench(ctx: typer.Context) -> None:
 
 
 @app.command("demo")
-def demo() -> None:
-    """Bring the stack up, migrate, and show where everything is."""
+def demo(
+    documents: Annotated[
+        int, typer.Option(min=1, max=100_000, help="Invoices to seed before serving.")
+    ] = 120,
+    host: Annotated[str, typer.Option(help="Interface for the tracker.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(min=1, max=65535, help="Tracker port.")] = 8000,
+    serve_: Annotated[
+        bool, typer.Option("--serve/--no-serve", help="Serve the tracker until Ctrl-C.")
+    ] = True,
+) -> None:
+    """Stack up, migrate, run a sample pipeline and serve the tracker on :8000."""
+    from handoff.stack.demo import Pipeline, Trickle, demo_services, seed, summary
+    from handoff.stack.layout import port_is_free
     from handoff.stack.local import PART_NAMES
     from handoff.stack.migrate import upgrade
 
+    if serve_ and not port_is_free(port, host):
+        raise typer.BadParameter(f"{host}:{port} is in use; stop what runs there or pass --port")
     stack = _stack()
-    statuses = stack.up(PART_NAMES)
-    upgrade(load_settings(stack.layout.home))
-    console.print(_status_table(statuses))
-    env = stack.env()
-    console.print("\n[bold]Where everything is[/bold]")
-    console.print(f"  PostgreSQL       psql '{env['HANDOFF_DATABASE_URL']}'", highlight=False)
-    console.print(f"  Kafka            {env['HANDOFF_KAFKA_BOOTSTRAP']}", highlight=False)
-    console.print(f"  Schema registry  {env['HANDOFF_SCHEMA_REGISTRY_URL']}", highlight=False)
-    console.print(f"  Logs             {stack.layout.logs}", highlight=False)
-    console.print('  Shell settings   eval "$(.venv/bin/handoff stack env)"')
-    console.print("Stop it with: make down")
+    console.print(_status_table(stack.up(PART_NAMES)))
+    settings = load_settings(stack.layout.home)
+    upgrade(settings)
+    services = demo_services(settings, stack.layout.home)
+    console.print(
+        f"Demo tenant [bold]{services.tenant}[/bold]: services routing → review → "
+        "finalization, each acting through its own HandoffClient"
+    )
+    pipeline = Pipeline.open(services, settings, stack.layout.home)
+    try:
+        seed(pipeline, documents, console)
+        state = summary(pipeline)
+        console.print(
+            "waiting: "
+            + ", ".join(f"{n} at {owner}" for owner, n in state["waiting"].items())
+            + f"; {state['finished']} finished; {state['rejected']} rejected attempts",
+            highlight=False,
+        )
+        if not serve_:
+            return
+        import uvicorn
+
+        from handoff.tracker.app import create_app
+
+        trickle = Trickle(pipeline)
+        trickle.start()
+        url = f"http://{host}:{port}"
+        console.print(f"\n[bold]Tracker[/bold]  {url}   (API docs: {url}/docs)")
+        console.print(
+            f"Sign in with the viewer credential (this link does it for you):\n"
+            f"  {url}/signin#{services.credentials['viewer']}",
+            highlight=False,
+            soft_wrap=True,
+        )
+        console.print(
+            "Work keeps moving every 2 s. Stop with Ctrl-C (the stack keeps running; "
+            "make down stops it)."
+        )
+        try:
+            uvicorn.run(create_app(settings), host=host, port=port, log_level="warning")
+        finally:
+            trickle.stop()
+            console.print(f"demo moved work {trickle.steps} times while served")
+    finally:
+        pipeline.close()
 
 
 def main() -> None:
