@@ -10,7 +10,7 @@ from dataclasses import asdict
 
 from rich.console import Console
 
-from benchmarks import emit, emit_pgbench, pgbench, relay
+from benchmarks import emit, emit_pgbench, pgbench, relay, tracker
 from benchmarks.stats import markdown_table
 from handoff.core.settings import load_settings
 from handoff.stack.local import LocalStack
@@ -34,6 +34,7 @@ def bench_emit(seconds: float, client_counts: list[int]) -> str:
     tenant = f"bench-{uuid.uuid4().hex[:8]}"
     tokens = emit.register_owners(settings.database_url, tenant)
     rows = []
+    due_rows: list[list[object]] = []
     raw = []
     secs = int(seconds)
     for clients in client_counts:
@@ -44,7 +45,29 @@ def bench_emit(seconds: float, client_counts: list[int]) -> str:
             settings.database_url, tenant, tokens, "uniform", clients, secs
         )
         pg_hot = emit_pgbench.run(settings.database_url, tenant, tokens, "hot", clients, secs)
-        console.print(f" {pg_uniform.tps:,.0f}/{pg_hot.tps:,.0f}; via Python…", end="")
+        pg_due = emit_pgbench.run(
+            settings.database_url, tenant, tokens, "uniform-due", clients, secs
+        )
+        pg_hot_due = emit_pgbench.run(
+            settings.database_url, tenant, tokens, "hot-due", clients, secs
+        )
+        console.print(
+            f" {pg_uniform.tps:,.0f}/{pg_hot.tps:,.0f}, with deadlines "
+            f"{pg_due.tps:,.0f}/{pg_hot_due.tps:,.0f}; via Python…",
+            end="",
+        )
+        due_rows.append(
+            [
+                clients,
+                pg_uniform.tps,
+                pg_due.tps,
+                f"{pg_due.tps / pg_uniform.tps:.2f}x",
+                pg_hot.tps,
+                pg_hot_due.tps,
+                f"{pg_hot_due.tps / pg_hot.tps:.2f}x",
+                f"{pg_due.p99_ms:.2f} / {pg_hot_due.p99_ms:.2f}",
+            ]
+        )
         py_uniform = emit.run(settings.database_url, tokens, "uniform", clients, seconds)
         py_hot = emit.run(settings.database_url, tokens, "hot", clients, seconds)
         console.print(f" {py_uniform.accepted_per_s:,.0f}/{py_hot.accepted_per_s:,.0f}")
@@ -54,6 +77,8 @@ def bench_emit(seconds: float, client_counts: list[int]) -> str:
                 "tpcb": asdict(tpcb),
                 "emit_pgbench_uniform": asdict(pg_uniform),
                 "emit_pgbench_hot": asdict(pg_hot),
+                "emit_pgbench_uniform_due": asdict(pg_due),
+                "emit_pgbench_hot_due": asdict(pg_hot_due),
                 "emit_python_uniform": asdict(py_uniform),
                 "emit_python_hot": asdict(py_hot),
             }
@@ -100,7 +125,24 @@ def bench_emit(seconds: float, client_counts: list[int]) -> str:
     out = stack.layout.home / "bench"
     out.mkdir(exist_ok=True)
     (out / f"emit-{time.strftime('%Y%m%d-%H%M%S')}.json").write_text(json.dumps(raw, indent=2))
-    return table
+    deadlines = markdown_table(
+        [
+            "clients",
+            "uniform/s",
+            "uniform+deadline/s",
+            "ratio",
+            "hot/s",
+            "hot+deadline/s",
+            "ratio",
+            "+deadline p99 ms (uniform / hot)",
+        ],
+        due_rows,
+    )
+    return (
+        table
+        + "\n\nWith a deadline on every handoff (pgbench driver; the deadline counters):\n"
+        + deadlines
+    )
 
 
 def bench_relay(rows: int, rate: float, seconds: float) -> str:
@@ -138,15 +180,75 @@ def bench_relay(rows: int, rate: float, seconds: float) -> str:
     return markdown_table(["what", "events/s", "vs bare", "notes"], rows_out)
 
 
+def bench_tracker(sizes: list[int], runs: int) -> str:
+    """Read model p50/p99 per size, next to the GROUP BY scan, one run."""
+    stack = LocalStack(console=console)
+    settings = load_settings(stack.layout.home)
+    console.print("[bold]tracker[/bold]: 50 owners, skewed; reads timed as the API makes them")
+    results = tracker.run(settings, sizes, runs, lambda line: console.print(line, highlight=False))
+    out = stack.layout.home / "bench"
+    out.mkdir(exist_ok=True)
+    (out / f"tracker-{time.strftime('%Y%m%d-%H%M%S')}.json").write_text(
+        json.dumps([asdict(r) for r in results], indent=2)
+    )
+
+    def cell(t: tracker.Timing) -> str:
+        return f"{t.p50_ms:.2f} / {t.p99_ms:.2f}"
+
+    rows: list[list[object]] = [
+        [
+            f"{r.documents:,}",
+            cell(r.owner_page),
+            cell(r.overdue_page),
+            cell(r.detail),
+            cell(r.counts),
+            cell(r.group_by),
+            f"{r.load_s:.1f}",
+        ]
+        for r in results
+    ]
+    smallest, largest = results[0], results[-1]
+    rows.append(
+        [
+            f"{largest.documents:,} ÷ {smallest.documents:,} (p50)",
+            f"{largest.owner_page.p50_ms / smallest.owner_page.p50_ms:.2f}x",
+            f"{largest.overdue_page.p50_ms / smallest.overdue_page.p50_ms:.2f}x",
+            f"{largest.detail.p50_ms / smallest.detail.p50_ms:.2f}x",
+            f"{largest.counts.p50_ms / smallest.counts.p50_ms:.2f}x",
+            f"{largest.group_by.p50_ms / smallest.group_by.p50_ms:.2f}x",
+            "",
+        ]
+    )
+    return markdown_table(
+        [
+            "active documents",
+            "owner page p50/p99 ms",
+            "overdue p50/p99 ms",
+            "detail p50/p99 ms",
+            "counts p50/p99 ms",
+            "GROUP BY baseline p50/p99 ms",
+            "load s",
+        ],
+        rows,
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m benchmarks")
     parser.add_argument(
-        "which", nargs="*", default=["emit", "relay"], help="benchmarks to run: emit, relay"
+        "which",
+        nargs="*",
+        default=["emit", "relay", "tracker"],
+        help="benchmarks to run: emit, relay, tracker",
     )
     parser.add_argument("--rows", type=int, default=1_000_000, help="relay backlog rows")
     parser.add_argument("--rate", type=float, default=1000.0, help="emits/s for relay latency")
     parser.add_argument("--seconds", type=float, default=10.0, help="measured time per run")
     parser.add_argument("--clients", default="1,8,32", help="comma-separated client counts")
+    parser.add_argument(
+        "--sizes", default="10000,100000,1000000", help="tracker: active documents per run"
+    )
+    parser.add_argument("--reads", type=int, default=500, help="tracker: timed reads per kind")
     args = parser.parse_args()
     counts = [int(c) for c in args.clients.split(",")]
     if "emit" in args.which:
@@ -156,6 +258,10 @@ def main() -> None:
     if "relay" in args.which:
         table = bench_relay(args.rows, args.rate, max(args.seconds, 20.0))
         console.print("\n[bold]Relay[/bold]")
+        print(table)
+    if "tracker" in args.which:
+        table = bench_tracker([int(n) for n in args.sizes.split(",")], args.reads)
+        console.print("\n[bold]Tracker reads (server-side)[/bold]")
         print(table)
 
 

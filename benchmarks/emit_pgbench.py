@@ -32,7 +32,7 @@ SELECT (r->'receipt'->>'version')::int AS version, :next AS oi
  CROSS JOIN LATERAL handoff.emit_http(
         s.db_role, s.secret_hash, 'handoff', gen_random_uuid()::text, 'handoff',
         :prefix || :client_id, NULL, NULL, 'o' || lpad(:next::text, 2, '0'), 'working',
-        :version, NULL, NULL, NULL, NULL) AS r
+        :version, {due}, NULL, NULL, NULL) AS r
  WHERE s.tenant_id = :tenant AND s.name = 'o' || lpad(:oi::text, 2, '0')
 \\gset
 """
@@ -58,7 +58,11 @@ def run(
         database = conn.info.dbname
     with tempfile.TemporaryDirectory() as tmp:
         script = Path(tmp) / "emit.sql"
-        script.write_text(SCRIPT.format(next=NEXT[mix]))
+        # "-due" mixes give every handoff a deadline an hour out: all writers
+        # then share one deadline hour, the worst case for its counter rows.
+        base, _, due = mix.partition("-")
+        deadline = "now() + interval '1 hour'" if due else "NULL"
+        script.write_text(SCRIPT.format(next=NEXT[base], due=deadline))
         return run_script(
             database_url,
             database,

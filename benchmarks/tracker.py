@@ -1,0 +1,175 @@
+"""Tracker reads at 10k, 100k and 1M active documents over 50 skewed owners.
+
+Each size is a fresh tenant, bulk-loaded with one INSERT … SELECT into the
+state table (the deadline trigger keeps its counters as for any writer),
+the owner counters set to the loaded totals, then the passed deadline hours
+folded as the running tracker does every minute. Timed: the read model's
+calls, exactly as the HTTP handlers make them (credential check, reader
+role, one pipelined transaction), and, in the same run, the
+``COUNT(*) … GROUP BY owner`` that answers the counts by scanning.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+import uuid
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+import psycopg
+from psycopg_pool import AsyncConnectionPool
+
+from benchmarks.stats import percentile
+from handoff.core.identity import Credential
+from handoff.core.services import add_service, remove_service
+from handoff.core.settings import HandoffSettings
+from handoff.tracker.read_model import ReadModel
+
+OWNERS = 50
+
+# Owner k of 50 with P(k) falling steeply (owner-00 ~21%, owner-49 ~0.5%);
+# assigned over the last 30 days; 80% with a deadline up to 45 days after
+# assignment, so about a third are overdue.
+LOAD = """
+INSERT INTO handoff.document_state (tenant_id, document_id, run_id, owner, status, version,
+                                    assigned_at, due_at, created_at, updated_at, data)
+SELECT %(tenant)s, 'doc-' || g, 1,
+       'owner-' || lpad(floor(%(owners)s * power(random(), 2.5))::int::text, 2, '0'),
+       'waiting', 1 + g %% 5, at,
+       CASE WHEN random() < 0.8 THEN at + random() * interval '45 days' END,
+       at, at, jsonb_build_object('amount', g %% 997)
+  FROM (SELECT g, now() - random() * interval '30 days' AS at
+          FROM generate_series(%(first)s::int, %(last)s::int) AS g) AS s
+"""
+
+COUNTS = """
+INSERT INTO handoff.owner_counts (tenant_id, owner, shard, assigned)
+SELECT tenant_id, owner, 0, count(*) FROM handoff.document_state
+ WHERE tenant_id = %(tenant)s AND owner IS NOT NULL GROUP BY tenant_id, owner
+"""
+
+FOLD = "SELECT handoff.fold_due_counts()"
+ANALYZE = "ANALYZE handoff.document_state, handoff.owner_counts, handoff.owner_due_counts"
+
+# The baseline: the same per-owner answer computed by scanning the documents.
+GROUP_BY = """
+SELECT owner, count(*), count(*) FILTER (WHERE due_at < now()), min(assigned_at)
+  FROM handoff.document_state
+ WHERE tenant_id = %(tenant)s AND owner IS NOT NULL
+ GROUP BY owner
+"""
+
+CLEAN = [
+    "DELETE FROM handoff.document_state WHERE tenant_id = %(tenant)s",
+    "DELETE FROM handoff.owner_counts WHERE tenant_id = %(tenant)s",
+    "DELETE FROM handoff.owner_due_counts WHERE tenant_id = %(tenant)s",
+]
+
+
+@dataclass(frozen=True)
+class Timing:
+    p50_ms: float
+    p99_ms: float
+    runs: int
+
+
+@dataclass(frozen=True)
+class SizeResult:
+    documents: int
+    load_s: float
+    owner_page: Timing
+    overdue_page: Timing
+    detail: Timing
+    counts: Timing
+    group_by: Timing
+
+
+def _timing(samples: list[float]) -> Timing:
+    ordered = sorted(samples)
+    return Timing(percentile(ordered, 50) * 1000, percentile(ordered, 99) * 1000, len(ordered))
+
+
+def load(settings: HandoffSettings, tenant: str, documents: int, progress: Any) -> Credential:
+    with psycopg.connect(settings.database_url, autocommit=True) as conn:
+        viewer = add_service(conn, "viewer", tenant=tenant)
+        step = 100_000
+        for first in range(1, documents + 1, step):
+            last = min(documents, first + step - 1)
+            conn.execute(LOAD, {"tenant": tenant, "first": first, "last": last, "owners": OWNERS})
+            progress(last)
+        conn.execute(COUNTS, {"tenant": tenant})
+        conn.execute(FOLD)
+        conn.execute(ANALYZE)
+    return viewer
+
+
+def clean(settings: HandoffSettings, tenant: str) -> None:
+    with psycopg.connect(settings.database_url, autocommit=True) as conn:
+        for statement in CLEAN:
+            conn.execute(statement, {"tenant": tenant})
+        remove_service(conn, "viewer", tenant=tenant)
+
+
+async def _time(call: Callable[[], Awaitable[Any]], runs: int) -> Timing:
+    for _ in range(min(20, runs)):  # warm the pool, the plans and the cache
+        await call()
+    samples = []
+    for _ in range(runs):
+        started = time.perf_counter()
+        await call()
+        samples.append(time.perf_counter() - started)
+    return _timing(samples)
+
+
+async def _measure(
+    settings: HandoffSettings, tenant: str, viewer: Credential, documents: int, runs: int
+) -> dict[str, Timing]:
+    rng = random.Random(documents)
+    owners = [f"owner-{k:02d}" for k in range(OWNERS)]
+    weights = [(k + 1) ** 2.5 - k**2.5 for k in range(OWNERS)]  # the load's skew
+    async with AsyncConnectionPool(
+        settings.database_url, min_size=1, max_size=2, kwargs={"autocommit": True}, open=False
+    ) as pool:
+        model = ReadModel(pool)
+
+        def owner() -> str:
+            return rng.choices(owners, weights)[0]
+
+        result = {
+            "owner_page": await _time(lambda: model.owner_documents(viewer, owner(), 50), runs),
+            "overdue_page": await _time(lambda: model.owner_overdue(viewer, owner(), 50), runs),
+            "detail": await _time(
+                lambda: model.document(viewer, f"doc-{rng.randint(1, documents)}"), runs
+            ),
+            "counts": await _time(lambda: model.owners(viewer), runs),
+        }
+        scans = max(10, min(runs, 2_000_000 // documents))
+
+        async def group_by() -> None:
+            async with pool.connection() as conn:
+                await (await conn.execute(GROUP_BY, {"tenant": tenant})).fetchall()
+
+        result["group_by"] = await _time(group_by, scans)
+    return result
+
+
+def run(
+    settings: HandoffSettings, sizes: list[int], runs: int, say: Callable[[str], None]
+) -> list[SizeResult]:
+    results = []
+    for documents in sizes:
+        tenant = f"trk-{documents}-{uuid.uuid4().hex[:6]}"
+        say(f"  {documents:,} documents: loading…")
+        started = time.perf_counter()
+        try:
+            viewer = load(settings, tenant, documents, lambda n: None)
+            load_s = time.perf_counter() - started
+            say(f"    loaded in {load_s:.1f} s; timing {runs} reads of each kind…")
+            timed = asyncio.run(_measure(settings, tenant, viewer, documents, runs))
+        finally:
+            clean(settings, tenant)
+        results.append(SizeResult(documents, load_s, **timed))
+    return results

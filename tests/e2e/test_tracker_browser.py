@@ -1,0 +1,102 @@
+"""The tracker UI in headless Chromium, over the demo pipeline's documents."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from playwright.sync_api import Page, expect
+from rich.console import Console
+
+from handoff.core.identity import Credential
+from handoff.stack.demo import SERVICES, DemoCredentials, Pipeline, seed
+from tests.fix_contract import ServiceFactory
+
+
+@pytest.fixture
+def pipeline(
+    service: ServiceFactory, tenant: str, migrated: Any, tmp_path: Path
+) -> Iterator[Pipeline]:
+    creds = {name: service(name, can_create=name == "routing").token for name in SERVICES}
+    demo = DemoCredentials(tenant, creds)
+    pipe = Pipeline.open(demo, migrated, tmp_path)
+    seed(pipe, 20, Console(quiet=True))
+    try:
+        yield pipe
+    finally:
+        pipe.close()
+
+
+def sign_in(page: Page, api_url: str, token: str) -> None:
+    page.goto(f"{api_url}/")
+    expect(page).to_have_url(re.compile(r"/signin\?next=/"))
+    page.fill("input[name=credential]", token)
+    page.click("#signin button[type=submit]")
+    expect(page.locator("h1")).to_have_text("Where work is")
+
+
+def test_overview_owner_document_and_search(page: Page, api_url: str, pipeline: Pipeline) -> None:
+    sign_in(page, api_url, pipeline.demo.credentials["viewer"])
+
+    # One card per owner with work; the seed leaves 4 at routing, 6 at review, 6 at finalization.
+    cards = page.locator("a.card")
+    expect(cards).to_have_count(3)
+    review = page.locator("a.card[data-owner=review]")
+    expect(review.locator("[data-assigned]")).to_have_text("6")
+    expect(review.locator("[data-overdue]")).to_have_text("1 overdue")
+
+    review.click()
+    expect(page.locator("h1")).to_have_text("review")
+    rows = page.locator("table.docs tbody tr")
+    expect(rows).to_have_count(6)
+    expect(page.locator("table.docs tbody tr.overdue")).to_have_count(1)
+
+    first = rows.first.locator("a").inner_text()
+    rows.first.locator("a").click()
+    expect(page.locator("h1")).to_contain_text(first)
+    expect(page.locator("#where")).to_contain_text("Waiting for review, assigned to review at")
+    timeline = page.locator("#timeline li")
+    expect(timeline).to_have_count(2)
+    expect(timeline.nth(0)).to_contain_text("routing created it")
+    expect(timeline.nth(1)).to_contain_text("routing handed it to review")
+
+    # Search: a finished one, then one that does not exist.
+    page.fill("input[name=documentId]", "invoice-1009")
+    page.press("input[name=documentId]", "Enter")
+    expect(page.locator("#where")).to_contain_text("Finished: paid")
+    expect(page.locator("#timeline li.accepted")).to_have_count(4)
+    page.fill("input[name=documentId]", "invoice-0")
+    page.press("input[name=documentId]", "Enter")
+    expect(page.locator("h1")).to_have_text("Not found")
+
+
+def test_rejections_show_on_the_timeline(page: Page, api_url: str, pipeline: Pipeline) -> None:
+    sign_in(page, api_url, pipeline.demo.credentials["viewer"])
+    # Seed: every eleventh invoice gets a stale attempt; invoice-1012 (i=11) waits at routing.
+    page.goto(f"{api_url}/documents/invoice-1012")
+    rejected = page.locator("#timeline li.rejected")
+    expect(rejected).to_have_count(1)
+    expect(rejected).to_contain_text("VersionMismatch")
+
+
+def test_overview_refreshes_by_itself(page: Page, api_url: str, pipeline: Pipeline) -> None:
+    sign_in(page, api_url, pipeline.demo.credentials["viewer"])
+    routing = page.locator("a.card[data-owner=routing] [data-assigned]")
+    expect(routing).to_have_text("4")
+    pipeline.create()
+    pipeline.create()
+    # No reload: the page's own refresh (every second for the test server) shows them.
+    expect(routing).to_have_text("6", timeout=20_000)
+
+
+def test_a_wrong_credential_is_told_so(page: Page, api_url: str) -> None:
+    page.goto(f"{api_url}/signin")
+    page.fill("input[name=credential]", Credential.new().token)
+    page.click("#signin button[type=submit]")
+    expect(page.locator("[role=alert]")).to_contain_text("unknown or revoked service credential")
+    page.fill("input[name=credential]", "hsvc_0000.nope")
+    page.click("#signin button[type=submit]")
+    expect(page.locator("[role=alert]")).to_contain_text("malformed service credential")

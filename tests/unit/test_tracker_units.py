@@ -1,0 +1,144 @@
+"""Pure pieces of the tracker: cursors, waiting ages, the timeline's wording."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from handoff.core.errors import InvalidRequest
+from handoff.tracker import cursors, timeline
+from handoff.tracker.read_model import DocumentStory
+from handoff.tracker.ui import _local, age
+from handoff.tracker.views import DocumentView, HistoryEntry, HistoryPage, RejectionView
+
+T0 = datetime(2026, 11, 29, 9, 20, tzinfo=UTC)
+
+
+@given(
+    st.datetimes(
+        min_value=datetime(1970, 1, 1), max_value=datetime(9000, 1, 1), timezones=st.just(UTC)
+    ),
+    st.text(min_size=0, max_size=200),
+)
+def test_time_cursor_round_trips(at: datetime, document_id: str) -> None:
+    assert cursors.parse_time_key(cursors.time_key(at, document_id)) == (at, document_id)
+
+
+@given(st.integers(min_value=0, max_value=2**62 - 1))
+def test_number_cursor_round_trips(n: int) -> None:
+    assert cursors.parse_number_key(cursors.number_key(n), 0) == n
+
+
+@pytest.mark.parametrize("junk", ["", "!!!", "e30", "WzFd", "WyJhIiwiYiJd", "bnVsbA", "W1tdLDFd"])
+def test_foreign_cursors_are_invalid_requests(junk: str) -> None:
+    with pytest.raises(InvalidRequest):
+        cursors.parse_time_key(junk)
+
+
+def test_number_cursor_rejects_negative_and_huge() -> None:
+    with pytest.raises(InvalidRequest):
+        cursors.parse_number_key(cursors.number_key(-1), 0)
+    with pytest.raises(InvalidRequest):
+        cursors.parse_number_key(cursors.number_key(2**63), 0)
+
+
+def test_no_cursor_starts_before_everything() -> None:
+    at, doc = cursors.parse_time_key(None)
+    assert at < datetime(1900, 1, 1, tzinfo=UTC) and doc == ""
+    assert cursors.parse_number_key(None, 7) == 7
+
+
+@pytest.mark.parametrize(
+    ("seconds", "said"),
+    [
+        (-5, "0 s"),
+        (45, "45 s"),
+        (60, "1 min"),
+        (13 * 60 + 59, "13 min"),
+        (2 * 3600 + 5 * 60, "2 h 05 min"),
+        (3 * 86400 + 4 * 3600 + 59, "3 d 4 h"),
+    ],
+)
+def test_age_reads_like_people_say_it(seconds: int, said: str) -> None:
+    assert age(timedelta(seconds=seconds)) == said
+
+
+@pytest.mark.parametrize(
+    ("target", "safe"),
+    [("/owners/a", "/owners/a"), ("//evil.example", "/"), ("https://evil", "/"), ("x", "/")],
+)
+def test_sign_in_redirects_only_to_local_paths(target: str, safe: str) -> None:
+    assert _local(target) == safe
+
+
+def _entry(version: int, before: str | None, after: str | None, minutes: int) -> HistoryEntry:
+    return HistoryEntry(
+        version=version,
+        event_id=f"e{version}",
+        event_type="step",
+        sender=before or "routing",
+        owner_before=before,
+        owner_after=after,
+        status="s",
+        accepted_at=T0 + timedelta(minutes=minutes),
+        assigned_at=None,
+        due_at=None,
+        data={},
+        correlation_id=None,
+        causation_id=None,
+    )
+
+
+def test_timeline_interleaves_versions_and_rejections_in_time_order() -> None:
+    doc = DocumentView(
+        document_id="invoice-42",
+        run_id=1,
+        owner=None,
+        status="paid",
+        version=4,
+        assigned_at=None,
+        due_at=None,
+        created_at=T0,
+        updated_at=T0,
+        completed_at=T0 + timedelta(minutes=30),
+        data={},
+        overdue=False,
+        runs=1,
+    )
+    history = [
+        _entry(1, None, "routing", 0),
+        _entry(2, "routing", "review", 10),
+        _entry(3, "review", "review", 20),
+        _entry(4, "review", None, 30),
+    ]
+    rejection = RejectionView(
+        id=1,
+        document_id="invoice-42",
+        run_id=None,
+        event_id="late",
+        event_type="routed",
+        sender="routing",
+        code="OwnershipMismatch",
+        message="invoice-42 is owned by review, not by routing",
+        expected_version=1,
+        current_version=2,
+        current_owner="review",
+        requested_owner="review",
+        status="s",
+        rejected_at=T0 + timedelta(minutes=15),
+    )
+    story = DocumentStory(
+        doc, HistoryPage(document_id="invoice-42", run_id=1, items=history, next=None), [rejection]
+    )
+    entries = timeline.of(story)
+    assert [e.headline for e in entries] == [
+        "routing created it",
+        "routing handed it to review",
+        "routing tried routed: OwnershipMismatch",
+        "review made progress",
+        "review finished it",
+    ]
+    assert [e.accepted for e in entries] == [True, True, False, True, True]
