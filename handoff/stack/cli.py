@@ -12,7 +12,7 @@ from rich.console import Console
 from rich.table import Table
 
 from handoff.core.errors import HandoffError
-from handoff.core.settings import load_settings
+from handoff.core.settings import default_home, load_settings
 
 if TYPE_CHECKING:
     from handoff.stack.local import LocalStack
@@ -209,6 +209,14 @@ def demo(
     serve_: Annotated[
         bool, typer.Option("--serve/--no-serve", help="Serve the tracker until Ctrl-C.")
     ] = True,
+    local: Annotated[
+        bool,
+        typer.Option(
+            "--local-stack/--no-local-stack",
+            help="Start the local stack first; --no-local-stack uses the HANDOFF_* settings "
+            "as they are (docker compose).",
+        ),
+    ] = True,
 ) -> None:
     """Stack up, migrate, run a sample pipeline and serve the tracker on :8000."""
     from handoff.stack.demo import Pipeline, Trickle, demo_services, seed, summary
@@ -218,16 +226,19 @@ def demo(
 
     if serve_ and not port_is_free(port, host):
         raise typer.BadParameter(f"{host}:{port} is in use; stop what runs there or pass --port")
-    stack = _stack()
-    console.print(_status_table(stack.up(PART_NAMES)))
-    settings = load_settings(stack.layout.home)
+    home = default_home()
+    if local:
+        stack = _stack()
+        console.print(_status_table(stack.up(PART_NAMES)))
+        home = stack.layout.home
+    settings = load_settings(home)
     upgrade(settings)
-    services = demo_services(settings, stack.layout.home)
+    services = demo_services(settings, home)
     console.print(
         f"Demo tenant [bold]{services.tenant}[/bold]: services routing → review → "
         "finalization, each acting through its own HandoffClient"
     )
-    pipeline = Pipeline.open(services, settings, stack.layout.home)
+    pipeline = Pipeline.open(services, settings, home)
     try:
         seed(pipeline, documents, console)
         state = summary(pipeline)
@@ -238,6 +249,12 @@ def demo(
             highlight=False,
         )
         if not serve_:
+            console.print(
+                f"Sign in to the tracker with the viewer credential:\n  "
+                f"{services.credentials['viewer']}",
+                highlight=False,
+                soft_wrap=True,
+            )
             return
         import uvicorn
 

@@ -26,7 +26,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from handoff.core.client import HandoffClient
-from handoff.core.errors import ContractError
+from handoff.core.errors import ContractError, ServiceExists
 from handoff.core.identity import Credential
 from handoff.core.services import add_service, has_credential
 from handoff.core.settings import HandoffSettings
@@ -87,12 +87,19 @@ def demo_services(settings: HandoffSettings, home: Path) -> DemoCredentials:
             for name in SERVICES
         ):
             return known
-        # A fresh tenant: the old one's credentials are gone (a reset database).
-        tenant = "demo" if known is None else f"demo-{uuid.uuid4().hex[:6]}"
-        creds = {
-            name: add_service(conn, name, tenant=tenant, can_create=name == "routing").token
-            for name in SERVICES
-        }
+        # "demo" unless it is taken (by an earlier demo whose credentials this
+        # home does not have): then a tenant of our own.
+        for tenant in ("demo", f"demo-{uuid.uuid4().hex[:6]}"):
+            try:
+                creds = {
+                    name: add_service(conn, name, tenant=tenant, can_create=name == "routing").token
+                    for name in SERVICES
+                }
+                break
+            except ServiceExists:
+                continue
+        else:
+            raise ServiceExists("no free tenant for the demo's services")
     demo = DemoCredentials(tenant, creds)
     _save(path, demo)
     return demo

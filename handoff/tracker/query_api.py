@@ -6,9 +6,13 @@ the credential, never from the request, and row-level security backs it up.
 
 from __future__ import annotations
 
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Path, Query, Request
+from prometheus_client import Histogram
 
 from handoff.core.models import Identifier, ServiceName
 from handoff.tracker.auth import Reader
@@ -22,6 +26,23 @@ from handoff.tracker.views import (
 )
 
 router = APIRouter(prefix="/v1", tags=["query"])
+
+READ_SECONDS = Histogram(
+    "handoff_read_seconds",
+    "Server-side query latency (credential check, reader transaction, answer)",
+    ["query"],
+    buckets=(0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 1.0),
+)
+
+
+@asynccontextmanager
+async def _timed(query: str) -> AsyncIterator[None]:
+    started = time.perf_counter()
+    try:
+        yield
+    finally:
+        READ_SECONDS.labels(query).observe(time.perf_counter() - started)
+
 
 RESPONSES: dict[int | str, dict[str, Any]] = {
     401: {"description": "missing or unknown credential (code Unauthenticated)"},
@@ -58,7 +79,8 @@ def _model(request: Request) -> ReadModel:
 async def document(
     request: Request, caller: Reader, document_id: DocumentId, run_id: RunId = None
 ) -> DocumentView:
-    return await _model(request).document(caller, document_id, run_id)
+    async with _timed("document"):
+        return await _model(request).document(caller, document_id, run_id)
 
 
 @router.get(
@@ -75,7 +97,8 @@ async def history(
     limit: Limit = 100,
     after: After = None,
 ) -> HistoryPage:
-    return await _model(request).history(caller, document_id, run_id, limit, after)
+    async with _timed("history"):
+        return await _model(request).history(caller, document_id, run_id, limit, after)
 
 
 @router.get(
@@ -85,7 +108,8 @@ async def history(
     summary="Per-owner counts (assigned, overdue, oldest assignment) as one snapshot",
 )
 async def owners(request: Request, caller: Reader) -> OwnersSnapshot:
-    return await _model(request).owners(caller)
+    async with _timed("owners"):
+        return await _model(request).owners(caller)
 
 
 @router.get(
@@ -97,7 +121,8 @@ async def owners(request: Request, caller: Reader) -> OwnersSnapshot:
 async def owner_documents(
     request: Request, caller: Reader, owner: Owner, limit: Limit = 50, after: After = None
 ) -> OwnerPage:
-    return await _model(request).owner_documents(caller, owner, limit, after)
+    async with _timed("owner_documents"):
+        return await _model(request).owner_documents(caller, owner, limit, after)
 
 
 @router.get(
@@ -109,7 +134,8 @@ async def owner_documents(
 async def owner_overdue(
     request: Request, caller: Reader, owner: Owner, limit: Limit = 50, after: After = None
 ) -> OwnerPage:
-    return await _model(request).owner_overdue(caller, owner, limit, after)
+    async with _timed("owner_overdue"):
+        return await _model(request).owner_overdue(caller, owner, limit, after)
 
 
 @router.get(
@@ -125,4 +151,5 @@ async def rejections(
     limit: Limit = 50,
     after: After = None,
 ) -> RejectionPage:
-    return await _model(request).rejections(caller, document_id, limit, after)
+    async with _timed("rejections"):
+        return await _model(request).rejections(caller, document_id, limit, after)

@@ -159,13 +159,11 @@ class ReadModel:
         return (await self.owners_as(credential))[1]
 
     async def owners_as(self, credential: Credential) -> tuple[Reader, OwnersSnapshot]:
-        reader, (rows,) = await self._read(credential, [(q.OWNER_COUNTS, {})])
-        if not rows:
-            # No owner has work: the snapshot time is still worth answering.
-            reader, (rows,) = await self._read(credential, [(q.AS_OF, {})])
-            return reader, OwnersSnapshot(as_of=rows[0]["as_of"], owners=[])
+        # AS_OF in the same transaction: now() is the snapshot's time even
+        # when no owner has work.
+        reader, (rows, when) = await self._read(credential, [(q.OWNER_COUNTS, {}), (q.AS_OF, {})])
         return reader, OwnersSnapshot(
-            as_of=rows[0]["as_of"], owners=[OwnerCounts.model_validate(r) for r in rows]
+            as_of=when[0]["as_of"], owners=[OwnerCounts.model_validate(r) for r in rows]
         )
 
     async def rejections(

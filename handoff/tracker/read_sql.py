@@ -92,8 +92,7 @@ SELECT a.owner, a.assigned,
        (SELECT s.assigned_at FROM handoff.document_state s
          WHERE s.tenant_id = {_TENANT} AND s.owner = a.owner
          ORDER BY s.assigned_at, s.document_id
-         LIMIT 1) AS oldest_assigned_at,
-       now() AS as_of
+         LIMIT 1) AS oldest_assigned_at
   FROM assigned a LEFT JOIN past_due p USING (owner)
  ORDER BY a.owner
 """

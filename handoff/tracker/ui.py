@@ -12,9 +12,9 @@ import urllib.parse
 from collections.abc import Awaitable, Callable
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter, Query, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from fastapi.templating import Jinja2Templates
 from pydantic import TypeAdapter, ValidationError
@@ -177,8 +177,8 @@ async def document(request: Request, document_id: str, run: int | None = None) -
 
 
 @router.get("/search")
-async def search(request: Request, documentId: str = "") -> Response:  # noqa: N803 (the query name)
-    wanted = documentId.strip()
+async def search(document_id: Annotated[str, Query(alias="documentId")] = "") -> Response:
+    wanted = document_id.strip()
     if not wanted:
         return RedirectResponse("/", status_code=303)
     return RedirectResponse(f"/documents/{urllib.parse.quote(wanted, safe='')}", status_code=303)
