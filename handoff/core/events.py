@@ -11,19 +11,21 @@ import io
 import json
 import re
 from dataclasses import dataclass
-from datetime import datetime
-from functools import cache
+from datetime import UTC, datetime, timedelta
+from functools import cache, cached_property
 from pathlib import Path
 from typing import Any
 
 import fastavro
 import orjson
 
+from handoff.core.avro_writer import Writer, compile_writer
 from handoff.core.errors import ConfigurationError, EventEncodingError
 
 SCHEMA_FAMILY = "handoff_event"
 _VERSION_FILE = re.compile(r"^v(\d+)\.avsc$")
 _TIMESTAMPS = ("occurredAt", "assignedAt", "dueAt", "completedAt")
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 @dataclass(frozen=True)
@@ -34,6 +36,11 @@ class EventSchema:
     @property
     def parsed(self) -> Any:
         return _parse(self.text)
+
+    @cached_property
+    def writer(self) -> Writer | None:
+        """The compiled writer (see avro_writer), or None: fastavro writes it."""
+        return compile_writer(json.loads(self.text))
 
 
 @cache
@@ -68,14 +75,18 @@ def to_record(payload: dict[str, Any], schema_version: int) -> dict[str, Any]:
     """The outbox payload (JSON from the emit transaction) as an Avro record.
 
     Timestamps arrive as microseconds since the epoch, Avro's own form; an
-    ISO-8601 string (a row written by hand) is accepted too.
+    ISO-8601 string (a row written by hand; UTC unless it says otherwise) is
+    accepted too, and becomes microseconds.
     """
     try:
         record = payload  # the caller's own dict, decoded for this call: no copy
         for field in _TIMESTAMPS:
             value = record.get(field)
             if isinstance(value, str):
-                record[field] = datetime.fromisoformat(value)
+                at = datetime.fromisoformat(value)
+                if at.tzinfo is None:
+                    at = at.replace(tzinfo=UTC)
+                record[field] = (at - _EPOCH) // timedelta(microseconds=1)
         record["data"] = orjson.dumps(record.get("data") or {}).decode()
         record["schemaVersion"] = schema_version
     except (TypeError, ValueError, orjson.JSONEncodeError) as exc:
@@ -84,13 +95,20 @@ def to_record(payload: dict[str, Any], schema_version: int) -> dict[str, Any]:
 
 
 def encode(schema: EventSchema, schema_id: int, record: dict[str, Any]) -> bytes:
-    out = io.BytesIO()
-    out.write(b"\x00" + schema_id.to_bytes(4, "big"))
+    """Confluent wire format: magic byte, schema id, then the Avro body."""
+    header = b"\x00" + schema_id.to_bytes(4, "big")
+    write = schema.writer
     try:
-        fastavro.schemaless_writer(out, schema.parsed, record, disable_tuple_notation=True)
+        if write is not None:  # the compiled writer: same bytes, a third of the time
+            out = bytearray(header)
+            write(out, record)
+            return bytes(out)
+        buffer = io.BytesIO()
+        buffer.write(header)
+        fastavro.schemaless_writer(buffer, schema.parsed, record, disable_tuple_notation=True)
+        return buffer.getvalue()
     except (ValueError, TypeError, KeyError, AttributeError) as exc:
         raise EventEncodingError(f"does not fit schema v{schema.version}: {exc}") from exc
-    return out.getvalue()
 
 
 def decode(value: bytes, writer: EventSchema, reader: EventSchema | None = None) -> dict[str, Any]:

@@ -6,7 +6,7 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from confluent_kafka import KafkaError, KafkaException, Producer
+from confluent_kafka import KafkaError, KafkaException, Message, Producer
 from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
 from confluent_kafka.schema_registry.error import SchemaRegistryError
@@ -25,6 +25,7 @@ def producer(
     linger_ms: int,
     delivery_timeout_s: float,
     error_cb: Callable[[KafkaError], None] | None = None,
+    on_delivery: Callable[[KafkaError | None, Message], None] | None = None,
 ) -> Producer:
     return Producer(
         {
@@ -51,6 +52,8 @@ def producer(
             "queue.buffering.max.messages": 200_000,
             "logger": log,
             **({"error_cb": error_cb} if error_cb else {}),
+            # One callback for every message (failures only, see above).
+            **({"on_delivery": on_delivery} if on_delivery else {}),
         }
     )
 

@@ -22,7 +22,6 @@ vacuum has not removed yet.
 
 from __future__ import annotations
 
-import functools
 import gc
 import logging
 import os
@@ -31,12 +30,15 @@ import random
 import signal
 import threading
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
 import psycopg
 from confluent_kafka import KafkaError, Message, Producer
+from psycopg.adapt import Dumper
+from psycopg.postgres import adapters as postgres
 from psycopg.types.json import set_json_loads
 
 from handoff.core.errors import EventEncodingError, Unavailable
@@ -121,6 +123,7 @@ class Floor:
         self._probe = (last_id, xmax)
 
     def after_fetch(self, first_id: int | None, in_flight: list[int]) -> None:
+        """``in_flight``: the lowest id of each batch in flight."""
         if self._ready is None:
             return
         bound = self._ready + 1
@@ -134,6 +137,48 @@ class Floor:
     def reset(self, now: float) -> None:
         self.value, self._probe, self._ready = 0, None, None
         self._next_reset = now + self.RESET_S
+
+
+class IdArray(str):
+    """Outbox ids as PostgreSQL array text, sent typed as bigint[].
+
+    Why: the fetch excludes the ids in flight (up to two batches), and
+    psycopg's list dumper walks such a list in Python on every fetch. Each
+    batch's ids are joined once, when it is fetched; typed as bigint[] (not
+    text cast in SQL), the parameter stays a constant that PostgreSQL hashes.
+    """
+
+    @classmethod
+    def joined(cls, parts: Iterable[str]) -> IdArray:
+        """From already joined runs of ids ("1,2,3")."""
+        return cls("{" + ",".join(parts) + "}")
+
+    @classmethod
+    def of(cls, ids: Iterable[int]) -> IdArray:
+        return cls.joined([str(i) for i in ids])
+
+
+class IdArrayDumper(Dumper):
+    oid = postgres.types["int8"].array_oid
+
+    def dump(self, obj: Any) -> bytes:
+        return str(obj).encode()
+
+
+@dataclass(frozen=True)
+class InFlight:
+    """A batch awaiting acks: its lowest id, and its ids joined for IdArray."""
+
+    first: int
+    ids: str
+
+    @classmethod
+    def of(cls, rows: list[Row]) -> InFlight:
+        return cls(rows[0].id, ",".join([str(row.id) for row in rows]))
+
+    @staticmethod
+    def array(batches: list[InFlight]) -> IdArray:
+        return IdArray.joined([b.ids for b in batches])
 
 
 @dataclass
@@ -156,7 +201,9 @@ class Relay:
         self.stopping = threading.Event()
         self.published = 0
         self._since_poll = 0
-        self._failed: set[int] = set()
+        # Values whose delivery failed (failure reports only). A row is known
+        # by its value, which holds its event id: no callback object per message.
+        self._failed: set[bytes] = set()
         self._fatal: str | None = None
 
     # -- setup -------------------------------------------------------------------
@@ -174,6 +221,7 @@ class Relay:
             linger_ms=self.config.linger_ms,
             delivery_timeout_s=self.config.delivery_timeout_s,
             error_cb=self._error,
+            on_delivery=self._delivered,
         )
 
     # -- running -------------------------------------------------------------------
@@ -213,6 +261,7 @@ class Relay:
     def _session(self, conn: psycopg.Connection[Any], *, once: bool) -> bool:
         """Run the pipeline on one database session; True when --once is done."""
         set_json_loads(orjson.loads, conn)  # payload decoding is on the hot path
+        conn.adapters.register_dumper(IdArray, IdArrayDumper)
         conn.execute(SESSION_SETUP)
         conn.execute(LISTEN)
         batches: queue.Queue[Batch | None] = queue.Queue()
@@ -261,7 +310,7 @@ class Relay:
     ) -> bool:
         slots = SlotOwner(conn)
         floor = Floor()
-        in_flight: list[list[int]] = []  # ids of the batches awaiting acks, oldest first
+        in_flight: list[InFlight] = []  # batches awaiting acks, oldest first
         failures = 0
         next_rebalance = next_metrics = 0.0
         next_purge = time.monotonic() + self.config.purge_interval_s
@@ -291,12 +340,11 @@ class Relay:
             # fetched with nothing in flight, or a busy relay would never retry.
             floor.tick(conn, now)
             if len(in_flight) < IN_FLIGHT and not (failures and in_flight):
-                busy = [row_id for ids in in_flight for row_id in ids]
-                rows = self._fetch(conn, slots, busy, floor.value)
-                floor.after_fetch(rows[0].id if rows else None, busy)
+                rows = self._fetch(conn, slots, InFlight.array(in_flight), floor.value)
+                floor.after_fetch(rows[0].id if rows else None, [b.first for b in in_flight])
                 if rows:
                     batches.put(Batch(rows, retry=not in_flight))
-                    in_flight.append([row.id for row in rows])
+                    in_flight.append(InFlight.of(rows))
                     continue
             if in_flight:
                 in_flight.pop(0)
@@ -307,7 +355,7 @@ class Relay:
             # Idle: ask emits to notify, look once more (a row committed just
             # before the flag was set gets no NOTIFY), then wait.
             conn.execute(SET_WAITING)
-            if self._fetch(conn, slots, [], floor.value):
+            if self._fetch(conn, slots, IdArray.of([]), floor.value):
                 continue
             for _ in conn.notifies(timeout=self.config.poll_interval_s, stop_after=1):
                 pass
@@ -317,13 +365,13 @@ class Relay:
         for row_id, reason in outcome.parked:
             conn.execute(PARK, {"id": row_id, "reason": reason[:1000]})
         if outcome.acked:
-            conn.execute(MARK_PUBLISHED, {"ids": outcome.acked})
+            conn.execute(MARK_PUBLISHED, {"ids": IdArray.of(outcome.acked)})
             self.published += len(outcome.acked)
             metrics.PUBLISHED.inc(len(outcome.acked))
         return failures + 1 if outcome.failed else 0
 
     def _fetch(
-        self, conn: psycopg.Connection[Any], slots: SlotOwner, in_flight: list[int], floor: int
+        self, conn: psycopg.Connection[Any], slots: SlotOwner, in_flight: IdArray, floor: int
     ) -> list[Row]:
         if not slots.owned:
             return []
@@ -340,11 +388,13 @@ class Relay:
 
     # -- the producer thread ------------------------------------------------------------
 
-    def _delivered(self, row_id: int, err: KafkaError | None, _msg: Message) -> None:
+    def _delivered(self, err: KafkaError | None, msg: Message) -> None:
         # Called for failures only (delivery.report.only.error).
         if err is not None:
-            self._failed.add(row_id)
-            log.warning("delivery of outbox row %s failed: %s", row_id, err)
+            value = msg.value()
+            if isinstance(value, bytes):
+                self._failed.add(value)
+            log.warning("delivery of %r failed: %s", msg.key(), err)
 
     def _error(self, err: KafkaError) -> None:
         if err.fatal():
@@ -361,7 +411,7 @@ class Relay:
         self._failed.clear()
         outcome = Outcome(acked=[])
         parked: set[Document] = set()
-        sent: list[Row] = []
+        sent: list[tuple[Row, bytes]] = []
         for row in rows:
             if row.document in failed_docs or row.document in parked:
                 continue
@@ -382,9 +432,8 @@ class Relay:
                 value,
                 f"{row.tenant_id}/{row.document_id}".encode(),
                 headers(row.event_type, owner, row.tenant_id, row.version),
-                row.id,
             )
-            sent.append(row)
+            sent.append((row, value))
         unsettled = self.producer.flush(self.config.delivery_timeout_s + 5)
         if unsettled or self._fatal:
             # No ack is known for certain: mark nothing, start afresh, resend.
@@ -393,17 +442,17 @@ class Relay:
             )
             metrics.FAILURES.labels("delivery").inc(len(sent))
             self._replace_producer()
-            failed_docs.update(row.document for row in sent)
+            failed_docs.update(row.document for row, _ in sent)
             outcome.failed = True
             return outcome
         if self.config.fault_kill_after_ack and len(sent) > len(self._failed):
             os.kill(os.getpid(), signal.SIGKILL)  # test only: acked, not yet marked
         # Mark, per document, only the acked prefix: a later row acked after
         # an earlier one failed is sent again with it, in order.
-        for row in sent:
+        for row, value in sent:
             if row.document in failed_docs:
                 continue
-            if row.id in self._failed:
+            if value in self._failed:
                 failed_docs.add(row.document)
                 outcome.failed = True
             else:
@@ -412,16 +461,10 @@ class Relay:
             metrics.FAILURES.labels("delivery").inc(len(self._failed))
         return outcome
 
-    def _produce(self, topic: str, value: bytes, key: bytes, hdrs: list[Any], row_id: int) -> None:
+    def _produce(self, topic: str, value: bytes, key: bytes, hdrs: list[Any]) -> None:
         while True:
             try:
-                self.producer.produce(
-                    topic,
-                    value=value,
-                    key=key,
-                    headers=hdrs,
-                    on_delivery=functools.partial(self._delivered, row_id),
-                )
+                self.producer.produce(topic, value=value, key=key, headers=hdrs)
                 break
             except BufferError:  # local queue full: let deliveries drain it
                 self.producer.poll(0.05)

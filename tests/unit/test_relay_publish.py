@@ -1,0 +1,126 @@
+"""The relay's publish step with a fake producer built on confluent-kafka's interface.
+
+Deliveries that fail are reported by value (failure reports only); the relay
+must mark only each document's acked prefix, and send the rest again later.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from handoff.core.events import current_schema
+from handoff.core.settings import HandoffSettings
+from handoff.relay.relay import IdArray, InFlight, Relay, Row
+from handoff.relay.settings import RelaySettings
+
+
+class FakeMessage:
+    def __init__(self, key: bytes, value: bytes) -> None:
+        self._key, self._value = key, value
+
+    def key(self) -> bytes:
+        return self._key
+
+    def value(self) -> bytes:
+        return self._value
+
+
+class FakeError:
+    def fatal(self) -> bool:
+        return False
+
+    def __str__(self) -> str:
+        return "Local: Message timed out"
+
+
+class FakeProducer:
+    """produce() queues; flush() reports the failures of the chosen event ids, like librdkafka."""
+
+    def __init__(self, on_delivery: Callable[[Any, Any], None], failing: set[str]) -> None:
+        self.on_delivery = on_delivery
+        self.failing = failing
+        self.produced: list[tuple[str, bytes, bytes, list[Any]]] = []
+
+    def produce(self, topic: str, *, value: bytes, key: bytes, headers: list[Any]) -> None:
+        self.produced.append((topic, value, key, headers))
+
+    def poll(self, _timeout: float) -> int:
+        return 0
+
+    def flush(self, _timeout: float) -> int:
+        for _, value, key, _ in self.produced:
+            if any(event_id.encode() in value for event_id in self.failing):
+                self.on_delivery(FakeError(), FakeMessage(key, value))
+        return 0
+
+
+def _row(row_id: int, doc: str, version: int) -> Row:
+    micros = 1_795_996_601_831_820
+    return Row(
+        row_id,
+        "t",
+        doc,
+        version,
+        "step",
+        {
+            "eventId": f"{doc}-v{version}",
+            "eventType": "step",
+            "source": "a",
+            "occurredAt": micros,
+            "tenantId": "t",
+            "documentId": doc,
+            "runId": 1,
+            "version": version,
+            "correlationId": None,
+            "causationId": None,
+            "owner": "b",
+            "previousOwner": "a",
+            "status": "s",
+            "assignedAt": micros,
+            "dueAt": None,
+            "completed": False,
+            "completedAt": None,
+            "data": {"n": row_id},
+        },
+    )
+
+
+def _relay(failing: set[str]) -> tuple[Relay, FakeProducer]:
+    relay = Relay(HandoffSettings(), RelaySettings())
+    relay.schema = current_schema()
+    relay.schema_ids = {"handoff.events": 7}
+    fake = FakeProducer(relay._delivered, failing)
+    relay.producer = fake  # type: ignore[assignment]
+    return relay, fake
+
+
+def test_only_each_documents_acked_prefix_is_marked_with_fake_producer() -> None:
+    relay, fake = _relay(failing={"x-v2"})
+    rows = [_row(1, "x", 1), _row(2, "y", 1), _row(3, "x", 2), _row(4, "y", 2), _row(5, "x", 3)]
+    failed_docs: set[tuple[str, str]] = set()
+    outcome = relay._publish(rows, failed_docs)
+    assert len(fake.produced) == 5
+    # x-v2 failed: x-v3 (acked or not) waits for it; x-v1 and all of y are done.
+    assert outcome.acked == [1, 2, 4]
+    assert outcome.failed
+    assert failed_docs == {("t", "x")}
+    # The next batch leaves x alone until a retry batch (nothing in flight) resends it.
+    later = relay._publish([_row(6, "x", 4), _row(7, "y", 3)], failed_docs)
+    assert later.acked == [7]
+    assert [p[2] for p in fake.produced[5:]] == [b"t/y"]
+
+
+def test_everything_acked_with_fake_producer() -> None:
+    relay, fake = _relay(failing=set())
+    outcome = relay._publish([_row(1, "x", 1), _row(2, "x", 2)], set())
+    assert outcome.acked == [1, 2] and not outcome.failed
+    assert [h for h in fake.produced[0][3] if h[0] == "version"] == [("version", b"1")]
+
+
+def test_id_arrays_are_postgres_array_text() -> None:
+    assert IdArray.of([]) == "{}"
+    assert IdArray.of([3, 1, 2]) == "{3,1,2}"
+    batches = [InFlight.of([_row(5, "x", 1), _row(9, "y", 1)]), InFlight.of([_row(12, "x", 2)])]
+    assert [b.first for b in batches] == [5, 12]
+    assert InFlight.array(batches) == "{5,9,12}"
