@@ -185,7 +185,13 @@ def bench_tracker(sizes: list[int], runs: int) -> str:
     stack = LocalStack(console=console)
     settings = load_settings(stack.layout.home)
     console.print("[bold]tracker[/bold]: 50 owners, skewed; reads timed as the API makes them")
-    results = tracker.run(settings, sizes, runs, lambda line: console.print(line, highlight=False))
+    results = tracker.run(
+        settings,
+        stack.layout.home,
+        sizes,
+        runs,
+        lambda line: console.print(line, highlight=False),
+    )
     out = stack.layout.home / "bench"
     out.mkdir(exist_ok=True)
     (out / f"tracker-{time.strftime('%Y%m%d-%H%M%S')}.json").write_text(
@@ -219,7 +225,7 @@ def bench_tracker(sizes: list[int], runs: int) -> str:
             "",
         ]
     )
-    return markdown_table(
+    read_model = markdown_table(
         [
             "active documents",
             "owner page p50/p99 ms",
@@ -230,6 +236,23 @@ def bench_tracker(sizes: list[int], runs: int) -> str:
             "load s",
         ],
         rows,
+    )
+    kinds = ("owner_page", "overdue_page", "detail", "counts")
+    http = markdown_table(
+        ["active documents", "owner page", "overdue", "detail", "counts"],
+        [
+            [
+                f"{r.documents:,}",
+                *(cell(r.http[k]) for k in kinds),
+            ]
+            for r in results
+        ],
+    )
+    return (
+        read_model
+        + "\n\nThe same reads over HTTP (a real handoff serve on loopback; "
+        + "client-timed p50 / p99 ms):\n"
+        + http
     )
 
 

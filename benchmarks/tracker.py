@@ -12,13 +12,19 @@ role, one pipelined transaction), and, in the same run, the
 from __future__ import annotations
 
 import asyncio
+import os
 import random
+import subprocess
+import sys
 import time
 import uuid
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
+import httpx
 import psycopg
 from psycopg_pool import AsyncConnectionPool
 
@@ -26,6 +32,8 @@ from benchmarks.stats import percentile
 from handoff.core.identity import Credential
 from handoff.core.services import add_service, remove_service
 from handoff.core.settings import HandoffSettings
+from handoff.stack.layout import pick_port
+from handoff.stack.procs import wait_until
 from handoff.tracker.read_model import ReadModel
 
 OWNERS = 50
@@ -85,6 +93,7 @@ class SizeResult:
     detail: Timing
     counts: Timing
     group_by: Timing
+    http: dict[str, Timing] = field(default_factory=dict)
 
 
 def _timing(samples: list[float]) -> Timing:
@@ -156,20 +165,79 @@ async def _measure(
     return result
 
 
+@contextmanager
+def served(home: Path) -> Iterator[str]:
+    """A real ``handoff serve`` process for the HTTP timings."""
+    port = pick_port(18700, set())
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "handoff.stack", "serve", "--port", str(port)],
+        env={**os.environ, "HANDOFF_HOME": str(home)},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    url = f"http://127.0.0.1:{port}"
+
+    def healthy() -> bool:
+        try:
+            return httpx.get(f"{url}/healthz", timeout=1).status_code == 200
+        except httpx.HTTPError:
+            return proc.poll() is not None
+
+    try:
+        if not wait_until(healthy, 30) or proc.poll() is not None:
+            raise RuntimeError("handoff serve did not start for the benchmark")
+        yield url
+    finally:
+        proc.terminate()
+        proc.wait(15)
+
+
+def _http(url: str, viewer: Credential, documents: int, runs: int) -> dict[str, Timing]:
+    """The same reads through HTTP on loopback, timed by the client (server time + transport)."""
+    rng = random.Random(documents + 1)
+    owners = [f"owner-{k:02d}" for k in range(OWNERS)]
+    weights = [(k + 1) ** 2.5 - k**2.5 for k in range(OWNERS)]
+    paths: dict[str, Callable[[], str]] = {
+        "owner_page": lambda: f"/v1/owners/{rng.choices(owners, weights)[0]}/documents",
+        "overdue_page": lambda: f"/v1/owners/{rng.choices(owners, weights)[0]}/overdue",
+        "detail": lambda: f"/v1/documents/doc-{rng.randint(1, documents)}",
+        "counts": lambda: "/v1/owners",
+    }
+    result = {}
+    with httpx.Client(
+        base_url=url, headers={"Authorization": f"Bearer {viewer.token}"}, timeout=10
+    ) as client:
+        for name, path in paths.items():
+            samples = []
+            for i in range(runs + 20):
+                started = time.perf_counter()
+                client.get(path()).raise_for_status()
+                if i >= 20:  # warm-up
+                    samples.append(time.perf_counter() - started)
+            result[name] = _timing(samples)
+    return result
+
+
 def run(
-    settings: HandoffSettings, sizes: list[int], runs: int, say: Callable[[str], None]
+    settings: HandoffSettings,
+    home: Path,
+    sizes: list[int],
+    runs: int,
+    say: Callable[[str], None],
 ) -> list[SizeResult]:
     results = []
-    for documents in sizes:
-        tenant = f"trk-{documents}-{uuid.uuid4().hex[:6]}"
-        say(f"  {documents:,} documents: loading…")
-        started = time.perf_counter()
-        try:
-            viewer = load(settings, tenant, documents, lambda n: None)
-            load_s = time.perf_counter() - started
-            say(f"    loaded in {load_s:.1f} s; timing {runs} reads of each kind…")
-            timed = asyncio.run(_measure(settings, tenant, viewer, documents, runs))
-        finally:
-            clean(settings, tenant)
-        results.append(SizeResult(documents, load_s, **timed))
+    with served(home) as url:
+        for documents in sizes:
+            tenant = f"trk-{documents}-{uuid.uuid4().hex[:6]}"
+            say(f"  {documents:,} documents: loading…")
+            started = time.perf_counter()
+            try:
+                viewer = load(settings, tenant, documents, lambda n: None)
+                load_s = time.perf_counter() - started
+                say(f"    loaded in {load_s:.1f} s; timing {runs} reads of each kind…")
+                timed = asyncio.run(_measure(settings, tenant, viewer, documents, runs))
+                http = _http(url, viewer, documents, runs)
+            finally:
+                clean(settings, tenant)
+            results.append(SizeResult(documents, load_s, **timed, http=http))
     return results
