@@ -176,6 +176,23 @@ async def document(request: Request, document_id: str, run: int | None = None) -
     return await _signed_in(request, render)
 
 
+@router.get("/rejections", response_class=HTMLResponse)
+async def rejections(request: Request, after: str | None = None) -> Response:
+    """Every rejected attempt of the tenant, newest first: where to look when a service is stuck."""
+
+    async def render(credential: Credential) -> Response:
+        model = _model(request)
+        reader = await model.whoami(credential)
+        page = await model.rejections(credential, None, 50, after)
+        return _page(
+            request,
+            "rejections.html",
+            {"reader": reader, "page": page, "first_page": after is None},
+        )
+
+    return await _signed_in(request, render)
+
+
 @router.get("/search")
 async def search(document_id: Annotated[str, Query(alias="documentId")] = "") -> Response:
     wanted = document_id.strip()

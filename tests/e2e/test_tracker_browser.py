@@ -80,6 +80,11 @@ def test_rejections_show_on_the_timeline(page: Page, api_url: str, pipeline: Pip
     rejected = page.locator("#timeline li.rejected")
     expect(rejected).to_have_count(1)
     expect(rejected).to_contain_text("VersionMismatch")
+    # The tenant's rejections page lists every one, newest first, linking to its document.
+    page.click("nav.links >> text=Rejections")
+    rows = page.locator("#rejections tbody tr")
+    expect(rows).to_have_count(pipeline.rejected)
+    expect(rows.last).to_contain_text("invoice-1001")
 
 
 def test_overview_refreshes_by_itself(page: Page, api_url: str, pipeline: Pipeline) -> None:
