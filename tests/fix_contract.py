@@ -12,6 +12,7 @@ import sys
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import httpx
@@ -59,41 +60,48 @@ def service(admin: psycopg.Connection[Any], tenant: str) -> ServiceFactory:
     return make
 
 
+@contextmanager
+def serving(
+    stack: LocalStack, name: str, args: list[str], *, port: int, timeout_s: float = 30, **env: str
+) -> Iterator[subprocess.Popen[bytes]]:
+    """``python -m handoff.stack <args>`` until its /healthz answers on ``port``; stopped after."""
+    log = stack.layout.log_file(name)
+    with log.open("wb") as out:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "handoff.stack", *args],
+            env={**os.environ, "HANDOFF_HOME": str(stack.layout.home), **env},
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+
+    def healthy() -> bool:
+        if proc.poll() is not None:
+            pytest.fail(f"{name} exited with {proc.returncode}:\n{log.read_text()[-3000:]}")
+        try:
+            return httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1).status_code == 200
+        except httpx.HTTPError:
+            return False
+
+    try:
+        if not wait_until(healthy, timeout_s):
+            pytest.fail(f"{name} did not become healthy; see {log}")
+        yield proc
+    finally:
+        if proc.poll() is None:
+            proc.terminate()
+            proc.wait(15)
+
+
 @pytest.fixture(scope="session")
 def api_url(migrated: HandoffSettings, local_stack: LocalStack) -> Iterator[str]:
     """A real ``handoff serve`` process on a free port."""
     port = pick_port(18500, set())
     # The UI refreshes every second here, so the browser test waits little.
-    env = {
-        **os.environ,
-        "HANDOFF_HOME": str(local_stack.layout.home),
-        "HANDOFF_TRACKER_REFRESH_S": "1",
-    }
-    log = local_stack.layout.log_file("test-api")
-    with log.open("wb") as out:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "handoff.stack", "serve", "--port", str(port)],
-            env=env,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-        )
-    url = f"http://127.0.0.1:{port}"
-
-    def healthy() -> bool:
-        if proc.poll() is not None:
-            pytest.fail(f"handoff serve exited with {proc.returncode}; see {log}")
-        try:
-            return httpx.get(f"{url}/healthz", timeout=1).status_code == 200
-        except httpx.HTTPError:
-            return False
-
-    try:
-        if not wait_until(healthy, 30):
-            pytest.fail(f"handoff serve did not become healthy; see {log}")
-        yield url
-    finally:
-        proc.terminate()
-        proc.wait(15)
+    with serving(
+        local_stack, "test-api", ["serve", "--port", str(port)], port=port,
+        HANDOFF_TRACKER_REFRESH_S="1",
+    ):  # fmt: skip
+        yield f"http://127.0.0.1:{port}"
 
 
 ClientFactory = Callable[[Credential], HandoffClient]
