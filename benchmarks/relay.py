@@ -155,8 +155,9 @@ def make_topic(settings: HandoffSettings, topic: str, log_append_time: bool = Fa
 
 
 def _pace(
-    database_url: str, tokens: dict[str, str], rate: float, seconds: float, seed: int
-) -> None:
+    database_url: str, tokens: dict[str, str], rate: float, seconds: float, seed: int,
+    start: Any,
+) -> None:  # fmt: skip
     from handoff.core.emitter import emit_as
     from handoff.core.identity import Credential
     from handoff.core.models import CreateRequest, HandoffRequest
@@ -169,6 +170,7 @@ def _pace(
             emit_as(conn, creds["o01"], CreateRequest(event_id=str(uuid.uuid4()), document_id=doc,
                                                       owner="o01", status="new"))  # fmt: skip
         order = list(docs)
+        start.wait()  # every worker imported and connected: no start-up in the measured window
         began = time.perf_counter()
         n = 0
         while (elapsed := time.perf_counter() - began) < seconds:
@@ -210,12 +212,14 @@ def latency(
         time.sleep(4)  # registered, slots taken, idle
         ctx = multiprocessing.get_context("spawn")
         workers = 4
+        start = ctx.Barrier(workers)
         procs = [
             ctx.Process(
-                target=_pace, args=(settings.database_url, tokens, rate / workers, seconds, i)
+                target=_pace,
+                args=(settings.database_url, tokens, rate / workers, seconds, i, start),
             )
             for i in range(workers)
-        ]  # fmt: skip
+        ]
         for p in procs:
             p.start()
         for p in procs:
@@ -246,7 +250,10 @@ def _latencies(settings: HandoffSettings, topic: str, tenant: str) -> tuple[floa
             batch = consumer.consume(1000, 0.5)
             quiet = 0 if batch else quiet + 1
             for msg in batch:
-                if msg.error() or dict(msg.headers() or []).get("tenant") != tenant.encode():
+                marks = dict(msg.headers() or [])
+                if msg.error() or marks.get("tenant") != tenant.encode():
+                    continue
+                if marks.get("eventType") != b"handed":  # the paced handoffs, not the set-up
                     continue
                 event = decode(msg.value(), None)
                 _, appended_ms = msg.timestamp()
