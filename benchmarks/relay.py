@@ -187,11 +187,14 @@ def _pace(
             n += 1
 
 
-def settle(settings: HandoffSettings) -> None:
-    """Vacuum what a big drain leaves behind (as autovacuum soon would), so the latency
-    run measures the steady state and not a concurrent cleanup of a million rows."""
+def settle(settings: HandoffSettings, superuser_url: str) -> None:
+    """Clean up after the drain before measuring the steady state: vacuum the million
+    published rows (as autovacuum soon would) and checkpoint (the drain's WAL would
+    otherwise force one during the latency run, stalling every commit's flush)."""
     with psycopg.connect(settings.database_url, autocommit=True) as conn:
         conn.execute("VACUUM (ANALYZE) handoff.outbox")
+    with psycopg.connect(superuser_url, autocommit=True) as conn:
+        conn.execute("CHECKPOINT")
 
 
 def latency(
