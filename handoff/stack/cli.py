@@ -126,12 +126,15 @@ def serve(
     port: Annotated[int, typer.Option(help="TCP port.")] = 8000,
     pool_size: Annotated[int, typer.Option(help="Database connections.")] = 16,
 ) -> None:
-    """Serve the HTTP API (emit endpoints, queries, metrics)."""
+    """Serve the HTTP API (emits, queries, metrics) and the tracker's web UI at /."""
     import uvicorn
 
     from handoff.tracker.app import create_app
 
-    console.print(f"Handoff tracker on http://{host}:{port}  (API docs: /docs)")
+    console.print(
+        f"Handoff tracker on http://{host}:{port}  (web UI: /, API docs: /docs); "
+        "sign in with any service credential of the tenant to look at"
+    )
     uvicorn.run(create_app(pool_size=pool_size), host=host, port=port, log_level="warning")
 
 
