@@ -170,7 +170,9 @@ def bench_relay(rows: int, rate: float, seconds: float) -> str:
     console.print("[bold]relay[/bold]: steady state first")
     quiet = steady_latency()
     console.print(f"writing a backlog of {rows:,} outbox rows…")
-    relay.fill_backlog(settings, rows, lambda n: console.print(f"  {n:,} rows", highlight=False))
+    backlog = relay.fill_backlog(
+        settings, rows, lambda n: console.print(f"  {n:,} rows", highlight=False)
+    )
     topic = f"bench.drain.{uuid.uuid4().hex[:6]}"
     relay.make_topic(settings, topic)
     console.print("  draining with handoff relay --once…")
@@ -181,6 +183,7 @@ def bench_relay(rows: int, rate: float, seconds: float) -> str:
     console.print("  bare produce loop…")
     bare = relay.bare_loop(settings, bare_topic, rows)
     console.print(f"  {bare:,.0f} events/s")
+    relay.discard_backlog(settings, backlog)
     console.print("  vacuum and checkpoint after the drain…")
     relay.settle(settings, stack.postgres.superuser_url())
     after = steady_latency()

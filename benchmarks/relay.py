@@ -187,6 +187,16 @@ def _pace(
             n += 1
 
 
+def discard_backlog(settings: HandoffSettings, tenant: str) -> None:
+    """Delete the drained backlog's rows (published; the relay's retention would, later),
+    so that a million benchmark rows do not stay in the development database."""
+    with psycopg.connect(settings.database_url, autocommit=True) as conn:
+        conn.execute(
+            "DELETE FROM handoff.outbox WHERE tenant_id = %s AND published_at IS NOT NULL",
+            (tenant,),
+        )
+
+
 def settle(settings: HandoffSettings, superuser_url: str) -> None:
     """Clean up after the drain before measuring the steady state: vacuum the million
     published rows (as autovacuum soon would) and checkpoint (the drain's WAL would

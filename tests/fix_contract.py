@@ -164,3 +164,14 @@ def deadlocks(admin: psycopg.Connection[Any]) -> int:
     ).fetchone()
     assert row is not None
     return int(row[0])
+
+
+def owner_and_version(conn: psycopg.Connection[Any], tenant: str, document: str) -> tuple[Any, int]:
+    """The committed owner (None once finished) and version of a document's latest run."""
+    row = conn.execute(
+        "SELECT owner, version FROM handoff.document_state "
+        "WHERE tenant_id = %s AND document_id = %s ORDER BY run_id DESC LIMIT 1",
+        (tenant, document),
+    ).fetchone()
+    assert row is not None, f"{document} does not exist"
+    return row[0], int(row[1])

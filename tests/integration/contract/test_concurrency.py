@@ -25,6 +25,7 @@ from tests.fix_contract import (
     deadlocks,
     due_counts,
     due_counts_by_scan,
+    owner_and_version,
 )
 
 RACERS = 12
@@ -174,13 +175,7 @@ def test_random_workload_with_crossing_handoffs_keeps_every_invariant(
         with psycopg.connect(admin.info.dsn, password=admin.info.password, autocommit=True) as look:
             for _ in range(120):
                 doc = rng.choice(docs)
-                row = look.execute(
-                    "SELECT owner, version FROM handoff.document_state "
-                    "WHERE tenant_id = %s AND document_id = %s",
-                    (tenant, doc),
-                ).fetchone()
-                assert row is not None
-                owner, version = row
+                owner, version = owner_and_version(look, tenant, doc)
                 if owner is None:
                     continue
                 target = rng.choice([*OWNERS, None] if rng.random() < 0.05 else OWNERS)

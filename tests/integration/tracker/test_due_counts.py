@@ -14,7 +14,7 @@ from psycopg import errors as pg
 
 from handoff.core import errors
 from handoff.core.client import HandoffClient
-from tests.fix_contract import ServiceFactory
+from tests.fix_contract import ServiceFactory, owner_and_version
 
 OWNERS = ("a", "b", "c")
 
@@ -74,13 +74,7 @@ def test_folding_during_crossing_handoffs_keeps_overdue_exact(
             with psycopg.connect(migrated.database_url, autocommit=True) as look:
                 for _ in range(80):
                     doc = rng.choice(docs)
-                    row = look.execute(
-                        "SELECT owner, version FROM handoff.document_state "
-                        "WHERE tenant_id = %s AND document_id = %s",
-                        (tenant, doc),
-                    ).fetchone()
-                    assert row is not None
-                    owner, version = row
+                    owner, version = owner_and_version(look, tenant, doc)
                     # Losing a race is the contract working.
                     with suppress(errors.VersionMismatch, errors.OwnershipMismatch):
                         clients[owner].emit(
