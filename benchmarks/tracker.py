@@ -34,6 +34,7 @@ from handoff.core.services import add_service, remove_service
 from handoff.core.settings import HandoffSettings
 from handoff.stack.layout import pick_port
 from handoff.stack.procs import wait_until
+from handoff.tracker import read_model as reads
 from handoff.tracker.read_model import ReadModel
 
 OWNERS = 50
@@ -133,27 +134,41 @@ async def _time(call: Callable[[], Awaitable[Any]], runs: int) -> Timing:
     return _timing(samples)
 
 
+class Picks:
+    """Random owners (with the load's skew) and documents to read."""
+
+    NAMES = tuple(f"owner-{k:02d}" for k in range(OWNERS))
+    # P(owner k) of LOAD's floor(OWNERS * random()^2.5)
+    WEIGHTS = tuple((k + 1) ** 2.5 - k**2.5 for k in range(OWNERS))
+
+    def __init__(self, documents: int, seed: int) -> None:
+        self.documents = documents
+        self.rng = random.Random(seed)
+
+    def owner(self) -> str:
+        return self.rng.choices(self.NAMES, self.WEIGHTS)[0]
+
+    def document(self) -> str:
+        return f"doc-{self.rng.randint(1, self.documents)}"
+
+
 async def _measure(
     settings: HandoffSettings, tenant: str, viewer: Credential, documents: int, runs: int
 ) -> dict[str, Timing]:
-    rng = random.Random(documents)
-    owners = [f"owner-{k:02d}" for k in range(OWNERS)]
-    weights = [(k + 1) ** 2.5 - k**2.5 for k in range(OWNERS)]  # the load's skew
+    pick = Picks(documents, seed=documents)
     async with AsyncConnectionPool(
         settings.database_url, min_size=1, max_size=2, kwargs={"autocommit": True}, open=False
     ) as pool:
         model = ReadModel(pool)
-
-        def owner() -> str:
-            return rng.choices(owners, weights)[0]
-
         result = {
-            "owner_page": await _time(lambda: model.owner_documents(viewer, owner(), 50), runs),
-            "overdue_page": await _time(lambda: model.owner_overdue(viewer, owner(), 50), runs),
-            "detail": await _time(
-                lambda: model.document(viewer, f"doc-{rng.randint(1, documents)}"), runs
+            "owner_page": await _time(
+                lambda: model.one(viewer, reads.owner_documents(pick.owner(), 50)), runs
             ),
-            "counts": await _time(lambda: model.owners(viewer), runs),
+            "overdue_page": await _time(
+                lambda: model.one(viewer, reads.owner_overdue(pick.owner(), 50)), runs
+            ),
+            "detail": await _time(lambda: model.one(viewer, reads.document(pick.document())), runs),
+            "counts": await _time(lambda: model.one(viewer, reads.owners()), runs),
         }
         scans = max(10, min(runs, 2_000_000 // documents))
 
@@ -194,13 +209,11 @@ def served(home: Path) -> Iterator[str]:
 
 def _http(url: str, viewer: Credential, documents: int, runs: int) -> dict[str, Timing]:
     """The same reads through HTTP on loopback, timed by the client (server time + transport)."""
-    rng = random.Random(documents + 1)
-    owners = [f"owner-{k:02d}" for k in range(OWNERS)]
-    weights = [(k + 1) ** 2.5 - k**2.5 for k in range(OWNERS)]
+    pick = Picks(documents, seed=documents + 1)
     paths: dict[str, Callable[[], str]] = {
-        "owner_page": lambda: f"/v1/owners/{rng.choices(owners, weights)[0]}/documents",
-        "overdue_page": lambda: f"/v1/owners/{rng.choices(owners, weights)[0]}/overdue",
-        "detail": lambda: f"/v1/documents/doc-{rng.randint(1, documents)}",
+        "owner_page": lambda: f"/v1/owners/{pick.owner()}/documents",
+        "overdue_page": lambda: f"/v1/owners/{pick.owner()}/overdue",
+        "detail": lambda: f"/v1/documents/{pick.document()}",
         "counts": lambda: "/v1/owners",
     }
     result = {}

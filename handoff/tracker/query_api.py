@@ -15,6 +15,7 @@ from fastapi import APIRouter, Path, Query, Request
 from prometheus_client import Histogram
 
 from handoff.core.models import Identifier, ServiceName
+from handoff.tracker import read_model as reads
 from handoff.tracker.auth import Reader
 from handoff.tracker.read_model import MAX_PAGE, ReadModel
 from handoff.tracker.views import (
@@ -80,7 +81,7 @@ async def document(
     request: Request, caller: Reader, document_id: DocumentId, run_id: RunId = None
 ) -> DocumentView:
     async with _timed("document"):
-        return await _model(request).document(caller, document_id, run_id)
+        return await _model(request).one(caller, reads.document(document_id, run_id))
 
 
 @router.get(
@@ -109,7 +110,7 @@ async def history(
 )
 async def owners(request: Request, caller: Reader) -> OwnersSnapshot:
     async with _timed("owners"):
-        return await _model(request).owners(caller)
+        return await _model(request).one(caller, reads.owners())
 
 
 @router.get(
@@ -122,7 +123,7 @@ async def owner_documents(
     request: Request, caller: Reader, owner: Owner, limit: Limit = 50, after: After = None
 ) -> OwnerPage:
     async with _timed("owner_documents"):
-        return await _model(request).owner_documents(caller, owner, limit, after)
+        return await _model(request).one(caller, reads.owner_documents(owner, limit, after))
 
 
 @router.get(
@@ -135,7 +136,7 @@ async def owner_overdue(
     request: Request, caller: Reader, owner: Owner, limit: Limit = 50, after: After = None
 ) -> OwnerPage:
     async with _timed("owner_overdue"):
-        return await _model(request).owner_overdue(caller, owner, limit, after)
+        return await _model(request).one(caller, reads.owner_overdue(owner, limit, after))
 
 
 @router.get(
@@ -152,4 +153,4 @@ async def rejections(
     after: After = None,
 ) -> RejectionPage:
     async with _timed("rejections"):
-        return await _model(request).rejections(caller, document_id, limit, after)
+        return await _model(request).one(caller, reads.rejections(document_id, limit, after))

@@ -1,18 +1,20 @@
-"""The tracker's read model: each query is one reader transaction.
+"""The tracker's read model: queries, and the reader transaction that runs them.
 
-A read sends its whole transaction in one pipeline (one round trip): drop to
-``handoff_reader``, accept the credential (which sets the tenant), run the
-statements, commit. An unknown credential leaves the tenant unset, so the
-statements already sent see no rows at all, and the caller gets
-Unauthenticated. READ COMMITTED is enough: every answer is one statement's
-snapshot, except the document page, which reads state, history and
-rejections of one document (REPEATABLE READ there, so they agree).
+A query is one named statement with how its rows become an answer. A read
+runs one or more queries in one transaction, sent as one pipeline (one round
+trip): drop to ``handoff_reader``, accept the credential (which sets the
+tenant), run the statements, commit. An unknown credential leaves the tenant
+unset, so the statements already sent see no rows at all, and the caller
+gets Unauthenticated. READ COMMITTED is enough when every answer is one
+statement's snapshot; a page that shows several (a document's state, history
+and rejections) asks for REPEATABLE READ, so they agree.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool
@@ -36,7 +38,7 @@ from handoff.tracker.views import (
 
 MAX_PAGE = 500
 Rows = list[dict[str, Any]]
-Statement = tuple[str, dict[str, Any]]
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -48,21 +50,22 @@ class Reader:
 
 
 @dataclass(frozen=True)
-class DocumentStory:
-    """Everything the document page shows, from one snapshot."""
+class Query(Generic[T]):
+    """One statement of a read, and how its rows become the answer."""
 
-    document: DocumentView
-    history: HistoryPage
-    rejections: list[RejectionView]
+    sql: str
+    params: dict[str, Any]
+    answer: Callable[[Rows], T]
 
 
 class ReadModel:
     def __init__(self, pool: AsyncConnectionPool[Any]) -> None:
         self._pool = pool
 
-    async def _read(
-        self, credential: Credential, statements: list[Statement], *, repeatable: bool = False
-    ) -> tuple[Reader, list[Rows]]:
+    async def read(
+        self, credential: Credential, *queries: Query[Any], repeatable: bool = False
+    ) -> tuple[Reader, list[Any]]:
+        """Run ``queries`` in one reader transaction: who reads, and each query's answer."""
         with translated(sent=False):
             async with self._pool.connection() as conn, conn.pipeline(), conn.transaction():
                 if repeatable:
@@ -74,109 +77,38 @@ class ReadModel:
                     {"role": credential.role, "secret_hash": credential.secret_hash},
                 )
                 sent = []
-                for sql, params in statements:
+                for query in queries:
                     cur = conn.cursor(row_factory=dict_row)
-                    await cur.execute(sql, params)
+                    await cur.execute(query.sql, query.params)
                     sent.append(cur)
                 identity = await who.fetchone()
                 results = [await cur.fetchall() for cur in sent]
         if identity is None:
             raise Unauthenticated("unknown or revoked service credential")
-        return Reader(identity["tenant_id"], identity["service"]), results
+        reader = Reader(identity["tenant_id"], identity["service"])
+        return reader, [query.answer(rows) for query, rows in zip(queries, results, strict=True)]
 
-    async def whoami(self, credential: Credential) -> Reader:
-        reader, _ = await self._read(credential, [])
-        return reader
-
-    async def document(
-        self, credential: Credential, document_id: str, run_id: int | None = None
-    ) -> DocumentView:
-        _, (rows,) = await self._read(credential, [_document(document_id, run_id)])
-        return _one_document(rows, document_id, run_id)
+    async def one(self, credential: Credential, query: Query[T]) -> T:
+        _, (answer,) = await self.read(credential, query)
+        result: T = answer
+        return result
 
     async def history(
         self,
         credential: Credential,
         document_id: str,
-        run_id: int | None = None,
-        limit: int = 100,
-        after: str | None = None,
+        run_id: int | None,
+        limit: int,
+        after: str | None,
     ) -> HistoryPage:
-        _, (doc, rows) = await self._read(
-            credential,
-            [_document(document_id, run_id), _history(document_id, run_id, limit, after)],
+        """A page of accepted versions; DocumentNotFound if the document (run) does not exist."""
+        _, (state, entries) = await self.read(
+            credential, document(document_id, run_id), versions(document_id, run_id, limit, after)
         )
-        state = _one_document(doc, document_id, run_id)
-        return _history_page(state, rows, limit)
+        return history_page(state, entries, limit)
 
-    async def story(
-        self, credential: Credential, document_id: str, run_id: int | None = None
-    ) -> tuple[Reader, DocumentStory]:
-        reader, (doc, history, rejections) = await self._read(
-            credential,
-            [
-                _document(document_id, run_id),
-                _history(document_id, run_id, MAX_PAGE, None),
-                _rejections(document_id, 50, None),
-            ],
-            repeatable=True,
-        )
-        state = _one_document(doc, document_id, run_id)
-        return reader, DocumentStory(
-            state,
-            _history_page(state, history, MAX_PAGE),
-            [RejectionView.model_validate(r) for r in rejections],
-        )
 
-    async def owner_documents(
-        self, credential: Credential, owner: str, limit: int = 50, after: str | None = None
-    ) -> OwnerPage:
-        return await self._owner_page(
-            credential, q.OWNER_DOCUMENTS, "assigned_at", owner, limit, after
-        )
-
-    async def owner_overdue(
-        self, credential: Credential, owner: str, limit: int = 50, after: str | None = None
-    ) -> OwnerPage:
-        return await self._owner_page(credential, q.OWNER_OVERDUE, "due_at", owner, limit, after)
-
-    async def _owner_page(
-        self, credential: Credential, sql: str, key: str, owner: str, limit: int, after: str | None
-    ) -> OwnerPage:
-        _check_limit(limit)
-        after_at, after_id = cursors.parse_time_key(after)
-        params = {"owner": owner, "after_at": after_at, "after_id": after_id, "limit": limit}
-        _, (rows,) = await self._read(credential, [(sql, params)])
-        items = [OwnerDocument.model_validate(r) for r in rows]
-        last = rows[-1] if len(rows) == limit else None
-        return OwnerPage(
-            owner=owner,
-            items=items,
-            next=cursors.time_key(last[key], last["document_id"]) if last else None,
-        )
-
-    async def owners(self, credential: Credential) -> OwnersSnapshot:
-        return (await self.owners_as(credential))[1]
-
-    async def owners_as(self, credential: Credential) -> tuple[Reader, OwnersSnapshot]:
-        # AS_OF in the same transaction: now() is the snapshot's time even
-        # when no owner has work.
-        reader, (rows, when) = await self._read(credential, [(q.OWNER_COUNTS, {}), (q.AS_OF, {})])
-        return reader, OwnersSnapshot(
-            as_of=when[0]["as_of"], owners=[OwnerCounts.model_validate(r) for r in rows]
-        )
-
-    async def rejections(
-        self,
-        credential: Credential,
-        document_id: str | None = None,
-        limit: int = 50,
-        after: str | None = None,
-    ) -> RejectionPage:
-        _, (rows,) = await self._read(credential, [_rejections(document_id, limit, after)])
-        items = [RejectionView.model_validate(r) for r in rows]
-        last = items[-1] if len(items) == limit else None
-        return RejectionPage(items=items, next=cursors.number_key(last.id) if last else None)
+# -- queries -----------------------------------------------------------------------------
 
 
 def _check_limit(limit: int) -> None:
@@ -184,43 +116,93 @@ def _check_limit(limit: int) -> None:
         raise InvalidRequest(f"limit must be between 1 and {MAX_PAGE}")
 
 
-def _document(document_id: str, run_id: int | None) -> Statement:
-    return q.DOCUMENT, {"document_id": document_id, "run_id": run_id}
+def document(document_id: str, run_id: int | None = None) -> Query[DocumentView]:
+    """The committed state, strongly consistent: the named run, else the latest."""
+
+    def answer(rows: Rows) -> DocumentView:
+        if not rows:
+            run = f" run {run_id}" if run_id is not None else ""
+            raise DocumentNotFound(f"document {document_id}{run} does not exist")
+        return DocumentView.model_validate(rows[0])
+
+    return Query(q.DOCUMENT, {"document_id": document_id, "run_id": run_id}, answer)
 
 
-def _history(document_id: str, run_id: int | None, limit: int, after: str | None) -> Statement:
+def versions(
+    document_id: str, run_id: int | None, limit: int, after: str | None
+) -> Query[list[HistoryEntry]]:
+    """Accepted versions in order (see history_page for the page around them)."""
     _check_limit(limit)
-    return q.HISTORY, {
+    params = {
         "document_id": document_id,
         "run_id": run_id,
         "after_version": cursors.parse_number_key(after, 0),
         "limit": limit,
     }
+    return Query(q.HISTORY, params, lambda rows: [HistoryEntry.model_validate(r) for r in rows])
 
 
-def _rejections(document_id: str | None, limit: int, after: str | None) -> Statement:
+def history_page(state: DocumentView, entries: list[HistoryEntry], limit: int) -> HistoryPage:
+    last = entries[-1] if len(entries) == limit else None
+    return HistoryPage(
+        document_id=state.document_id,
+        run_id=state.run_id,
+        items=entries,
+        next=cursors.number_key(last.version) if last else None,
+    )
+
+
+def owner_documents(owner: str, limit: int = 50, after: str | None = None) -> Query[OwnerPage]:
+    """[GSI ByOwner] oldest assignment first."""
+    return _owner_page(q.OWNER_DOCUMENTS, "assigned_at", owner, limit, after)
+
+
+def owner_overdue(owner: str, limit: int = 50, after: str | None = None) -> Query[OwnerPage]:
+    """[GSI ByOwnerDue] deadline strictly before now, earliest first."""
+    return _owner_page(q.OWNER_OVERDUE, "due_at", owner, limit, after)
+
+
+def _owner_page(sql: str, key: str, owner: str, limit: int, after: str | None) -> Query[OwnerPage]:
+    _check_limit(limit)
+    after_at, after_id = cursors.parse_time_key(after)
+
+    def answer(rows: Rows) -> OwnerPage:
+        last = rows[-1] if len(rows) == limit else None
+        return OwnerPage(
+            owner=owner,
+            items=[OwnerDocument.model_validate(r) for r in rows],
+            next=cursors.time_key(last[key], last["document_id"]) if last else None,
+        )
+
+    params = {"owner": owner, "after_at": after_at, "after_id": after_id, "limit": limit}
+    return Query(sql, params, answer)
+
+
+def owners() -> Query[OwnersSnapshot]:
+    """Per-owner counts as one snapshot, with its time."""
+
+    def answer(rows: Rows) -> OwnersSnapshot:
+        counted = [OwnerCounts.model_validate(r) for r in rows if r["owner"] is not None]
+        return OwnersSnapshot(as_of=rows[0]["as_of"], owners=counted)
+
+    return Query(q.OWNER_COUNTS, {}, answer)
+
+
+def rejections(
+    document_id: str | None = None, limit: int = 50, after: str | None = None
+) -> Query[RejectionPage]:
+    """Newest first; with a document, only its attempts."""
     _check_limit(limit)
     params = {
         "document_id": document_id,
         "before_id": cursors.parse_number_key(after, 2**62),
         "limit": limit,
     }
-    return (q.REJECTIONS if document_id is None else q.DOCUMENT_REJECTIONS), params
 
+    def answer(rows: Rows) -> RejectionPage:
+        items = [RejectionView.model_validate(r) for r in rows]
+        last = items[-1] if len(items) == limit else None
+        return RejectionPage(items=items, next=cursors.number_key(last.id) if last else None)
 
-def _one_document(rows: Rows, document_id: str, run_id: int | None) -> DocumentView:
-    if not rows:
-        run = f" run {run_id}" if run_id is not None else ""
-        raise DocumentNotFound(f"document {document_id}{run} does not exist")
-    return DocumentView.model_validate(rows[0])
-
-
-def _history_page(state: DocumentView, rows: Rows, limit: int) -> HistoryPage:
-    items = [HistoryEntry.model_validate(r) for r in rows]
-    last = items[-1] if len(items) == limit else None
-    return HistoryPage(
-        document_id=state.document_id,
-        run_id=state.run_id,
-        items=items,
-        next=cursors.number_key(last.version) if last else None,
-    )
+    sql = q.REJECTIONS if document_id is None else q.DOCUMENT_REJECTIONS
+    return Query(sql, params, answer)

@@ -69,7 +69,8 @@ SELECT document_id, run_id, status, version, assigned_at, due_at, updated_at, tr
 # Per-owner counts as one snapshot. assigned: the shards summed. overdue:
 # deadline hours that have fully passed, from owner_due_counts, plus an exact
 # index count of the current hour up to now. oldest: one index probe each.
-# The cost follows the number of owners, not of documents.
+# The cost follows the number of owners, not of documents. Always at least
+# one row, carrying the snapshot's time (owner NULL when nobody has work).
 OWNER_COUNTS = f"""
 WITH assigned AS (
     SELECT owner, sum(assigned)::bigint AS assigned
@@ -82,22 +83,23 @@ WITH assigned AS (
       FROM handoff.owner_due_counts
      WHERE tenant_id = {_TENANT} AND due_hour < handoff._due_bucket(now())
      GROUP BY owner
+), counts AS (
+    SELECT a.owner, a.assigned,
+           coalesce(p.n, 0) + (
+               SELECT count(*) FROM handoff.document_state s
+                WHERE s.tenant_id = {_TENANT} AND s.owner = a.owner
+                  AND s.due_at >= handoff._due_bucket(now()) AND s.due_at < now()
+           ) AS overdue,
+           (SELECT s.assigned_at FROM handoff.document_state s
+             WHERE s.tenant_id = {_TENANT} AND s.owner = a.owner
+             ORDER BY s.assigned_at, s.document_id
+             LIMIT 1) AS oldest_assigned_at
+      FROM assigned a LEFT JOIN past_due p USING (owner)
 )
-SELECT a.owner, a.assigned,
-       coalesce(p.n, 0) + (
-           SELECT count(*) FROM handoff.document_state s
-            WHERE s.tenant_id = {_TENANT} AND s.owner = a.owner
-              AND s.due_at >= handoff._due_bucket(now()) AND s.due_at < now()
-       ) AS overdue,
-       (SELECT s.assigned_at FROM handoff.document_state s
-         WHERE s.tenant_id = {_TENANT} AND s.owner = a.owner
-         ORDER BY s.assigned_at, s.document_id
-         LIMIT 1) AS oldest_assigned_at
-  FROM assigned a LEFT JOIN past_due p USING (owner)
- ORDER BY a.owner
+SELECT now() AS as_of, c.owner, c.assigned, c.overdue, c.oldest_assigned_at
+  FROM (SELECT) AS snapshot LEFT JOIN counts c ON true
+ ORDER BY c.owner
 """
-
-AS_OF = "SELECT now() AS as_of"
 
 _REJECTION_COLUMNS = """id, document_id, run_id, event_id, event_type, sender, code, message,
        expected_version, current_version, current_owner, requested_owner, status, rejected_at"""

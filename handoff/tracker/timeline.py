@@ -4,12 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING
 
 from handoff.tracker.views import HistoryEntry, RejectionView
-
-if TYPE_CHECKING:
-    from handoff.tracker.read_model import DocumentStory
 
 
 @dataclass(frozen=True)
@@ -43,8 +39,8 @@ def _rejected(r: RejectionView) -> Entry:
     )
 
 
-def of(story: DocumentStory) -> list[Entry]:
+def of(versions: list[HistoryEntry], rejections: list[RejectionView]) -> list[Entry]:
     """Accepted versions of this run and rejections of the document, oldest first."""
-    entries = [_accepted(h) for h in story.history.items]
-    entries += [_rejected(r) for r in story.rejections]
+    entries = [_accepted(h) for h in versions]
+    entries += [_rejected(r) for r in rejections]
     return sorted(entries, key=lambda e: e.at)

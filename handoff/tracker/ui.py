@@ -22,6 +22,7 @@ from pydantic import TypeAdapter, ValidationError
 from handoff.core.errors import DocumentNotFound, HandoffError, InvalidRequest, Unauthenticated
 from handoff.core.identity import Credential
 from handoff.core.models import Identifier, ServiceName
+from handoff.tracker import read_model as reads
 from handoff.tracker import timeline
 from handoff.tracker.auth import COOKIE
 from handoff.tracker.read_model import ReadModel
@@ -94,18 +95,23 @@ async def _signed_in(request: Request, render: Page) -> Response:
         return _page(request, "error.html", {"title": "Not valid", "message": str(error)}, 422)
 
 
-def _valid(kind: Any, value: str, what: str) -> str:
+# Built once: a TypeAdapter is costly to make, and the pages use these on every request.
+_OWNER: TypeAdapter[str] = TypeAdapter(ServiceName)
+_DOCUMENT_ID: TypeAdapter[str] = TypeAdapter(Identifier)
+
+
+def _valid(kind: TypeAdapter[str], value: str, what: str) -> str:
+    """A path value checked as the API checks it, answered as a page when it is not valid."""
     try:
-        checked: str = TypeAdapter(kind).validate_python(value)
+        return kind.validate_python(value)
     except ValidationError as exc:
         raise InvalidRequest(f"{what} {value[:80]!r} is not valid") from exc
-    return checked
 
 
 @router.get("/", response_class=HTMLResponse)
 async def overview(request: Request) -> Response:
     async def render(credential: Credential) -> Response:
-        reader, snapshot = await _model(request).owners_as(credential)
+        reader, (snapshot,) = await _model(request).read(credential, reads.owners())
         return _page(
             request,
             "overview.html",
@@ -120,7 +126,7 @@ async def owner_cards(request: Request) -> Response:
     """The overview's cards alone: what the page's refresh fetches."""
 
     async def render(credential: Credential) -> Response:
-        _, snapshot = await _model(request).owners_as(credential)
+        snapshot = await _model(request).one(credential, reads.owners())
         return _page(request, "_cards.html", {"snapshot": snapshot})
 
     return await _signed_in(request, render)
@@ -131,13 +137,11 @@ async def owner(
     request: Request, owner: str, view: str = "all", after: str | None = None
 ) -> Response:
     async def render(credential: Credential) -> Response:
-        name = _valid(ServiceName, owner, "owner")
-        model = _model(request)
-        if view == "overdue":
-            page = await model.owner_overdue(credential, name, 50, after)
-        else:
-            page = await model.owner_documents(credential, name, 50, after)
-        reader, snapshot = await model.owners_as(credential)
+        name = _valid(_OWNER, owner, "owner")
+        listing = reads.owner_overdue if view == "overdue" else reads.owner_documents
+        reader, (page, snapshot) = await _model(request).read(
+            credential, listing(name, 50, after), reads.owners()
+        )
         counts = next((c for c in snapshot.owners if c.owner == name), None)
         return _page(
             request,
@@ -159,17 +163,24 @@ async def owner(
 @router.get("/documents/{document_id}", response_class=HTMLResponse)
 async def document(request: Request, document_id: str, run: int | None = None) -> Response:
     async def render(credential: Credential) -> Response:
-        doc_id = _valid(Identifier, document_id, "document id")
-        reader, story = await _model(request).story(credential, doc_id, run)
+        doc_id = _valid(_DOCUMENT_ID, document_id, "document id")
+        # One snapshot for the three (REPEATABLE READ): the timeline matches the state.
+        reader, (doc, versions, rejected) = await _model(request).read(
+            credential,
+            reads.document(doc_id, run),
+            reads.versions(doc_id, run, reads.MAX_PAGE, None),
+            reads.rejections(doc_id, 50, None),
+            repeatable=True,
+        )
         return _page(
             request,
             "document.html",
             {
                 "reader": reader,
-                "doc": story.document,
-                "history": story.history,
-                "entries": timeline.of(story),
-                "now": datetime.now(story.document.updated_at.tzinfo),
+                "doc": doc,
+                "history": reads.history_page(doc, versions, reads.MAX_PAGE),
+                "entries": timeline.of(versions, rejected.items),
+                "now": datetime.now(doc.updated_at.tzinfo),
             },
         )
 
@@ -181,9 +192,7 @@ async def rejections(request: Request, after: str | None = None) -> Response:
     """Every rejected attempt of the tenant, newest first: where to look when a service is stuck."""
 
     async def render(credential: Credential) -> Response:
-        model = _model(request)
-        reader = await model.whoami(credential)
-        page = await model.rejections(credential, None, 50, after)
+        reader, (page,) = await _model(request).read(credential, reads.rejections(None, 50, after))
         return _page(
             request,
             "rejections.html",
@@ -213,7 +222,7 @@ async def signin(request: Request) -> Response:
     target = _local((form.get("next") or ["/"])[0])
     try:
         credential = Credential.parse(token)
-        await _model(request).whoami(credential)
+        await _model(request).read(credential)  # accepted, or Unauthenticated
     except HandoffError as error:
         return _page(request, "signin.html", {"next": target, "error": str(error)}, status_code=401)
     response = RedirectResponse(target, status_code=303)

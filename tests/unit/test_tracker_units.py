@@ -10,9 +10,8 @@ from hypothesis import strategies as st
 
 from handoff.core.errors import InvalidRequest
 from handoff.tracker import cursors, timeline
-from handoff.tracker.read_model import DocumentStory
 from handoff.tracker.ui import _local, age
-from handoff.tracker.views import DocumentView, HistoryEntry, HistoryPage, RejectionView
+from handoff.tracker.views import HistoryEntry, RejectionView
 
 T0 = datetime(2026, 11, 29, 9, 20, tzinfo=UTC)
 
@@ -93,21 +92,6 @@ def _entry(version: int, before: str | None, after: str | None, minutes: int) ->
 
 
 def test_timeline_interleaves_versions_and_rejections_in_time_order() -> None:
-    doc = DocumentView(
-        document_id="invoice-42",
-        run_id=1,
-        owner=None,
-        status="paid",
-        version=4,
-        assigned_at=None,
-        due_at=None,
-        created_at=T0,
-        updated_at=T0,
-        completed_at=T0 + timedelta(minutes=30),
-        data={},
-        overdue=False,
-        runs=1,
-    )
     history = [
         _entry(1, None, "routing", 0),
         _entry(2, "routing", "review", 10),
@@ -130,10 +114,7 @@ def test_timeline_interleaves_versions_and_rejections_in_time_order() -> None:
         status="s",
         rejected_at=T0 + timedelta(minutes=15),
     )
-    story = DocumentStory(
-        doc, HistoryPage(document_id="invoice-42", run_id=1, items=history, next=None), [rejection]
-    )
-    entries = timeline.of(story)
+    entries = timeline.of(history, [rejection])
     assert [e.headline for e in entries] == [
         "routing created it",
         "routing handed it to review",
