@@ -26,7 +26,12 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from handoff.core.client import HandoffClient
-from handoff.core.errors import ContractError, ServiceExists
+from handoff.core.errors import (
+    AlreadyExists,
+    ConflictingEventReuse,
+    ContractError,
+    ServiceExists,
+)
 from handoff.core.identity import Credential
 from handoff.core.services import add_service, has_credential
 from handoff.core.settings import HandoffSettings
@@ -132,28 +137,31 @@ class Pipeline:
         return cls(clients, demo, home)
 
     def close(self) -> None:
+        _save(self.home / "demo.json", self.demo)  # where the next demo's numbers start
         for client in self.clients.values():
             client.close()
 
     def create(self, *, overdue: bool = False) -> Doc:
-        number = self.demo.next_number
-        self.demo.next_number += 1
-        _save(self.home / "demo.json", self.demo)
-        doc = Doc(f"invoice-{number}", 0)
-        self.clients["routing"].create(
-            event_id=f"{doc.document_id}-created",
-            document_id=doc.document_id,
-            owner="routing",
-            status=STAGES[0][1],
-            due_at=self._deadline(overdue),
-            data={
-                "customer": self.rng.choice(CUSTOMERS),
-                "amount": round(self.rng.uniform(80, 25_000), 2),
-                "currency": "EUR",
-            },
-        )
-        self.docs.append(doc)
-        return doc
+        while True:
+            doc = Doc(f"invoice-{self.demo.next_number}", 0)
+            self.demo.next_number += 1
+            try:
+                self.clients["routing"].create(
+                    event_id=f"{doc.document_id}-created",
+                    document_id=doc.document_id,
+                    owner="routing",
+                    status=STAGES[0][1],
+                    due_at=self._deadline(overdue),
+                    data={
+                        "customer": self.rng.choice(CUSTOMERS),
+                        "amount": round(self.rng.uniform(80, 25_000), 2),
+                        "currency": "EUR",
+                    },
+                )
+            except (AlreadyExists, ConflictingEventReuse):
+                continue  # taken by a demo that stopped before saving its next number
+            self.docs.append(doc)
+            return doc
 
     def advance(self, doc: Doc, *, overdue: bool = False) -> None:
         owner, _, event = STAGES[doc.stage]
