@@ -11,7 +11,7 @@ import io
 import json
 import re
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime
 from functools import cache, cached_property
 from pathlib import Path
 from typing import Any
@@ -21,11 +21,11 @@ import orjson
 
 from handoff.core.avro_writer import Writer, compile_writer
 from handoff.core.errors import ConfigurationError, EventEncodingError
+from handoff.core.micros import to_micros
 
 SCHEMA_FAMILY = "handoff_event"
 _VERSION_FILE = re.compile(r"^v(\d+)\.avsc$")
 _TIMESTAMPS = ("occurredAt", "assignedAt", "dueAt", "completedAt")
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 @dataclass(frozen=True)
@@ -83,10 +83,7 @@ def to_record(payload: dict[str, Any], schema_version: int) -> dict[str, Any]:
         for field in _TIMESTAMPS:
             value = record.get(field)
             if isinstance(value, str):
-                at = datetime.fromisoformat(value)
-                if at.tzinfo is None:
-                    at = at.replace(tzinfo=UTC)
-                record[field] = (at - _EPOCH) // timedelta(microseconds=1)
+                record[field] = to_micros(datetime.fromisoformat(value))
         record["data"] = orjson.dumps(record.get("data") or {}).decode()
         record["schemaVersion"] = schema_version
     except (TypeError, ValueError, orjson.JSONEncodeError) as exc:

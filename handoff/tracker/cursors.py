@@ -8,19 +8,15 @@ from __future__ import annotations
 
 import base64
 import binascii
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 
 import orjson
 
 from handoff.core.errors import InvalidRequest
+from handoff.core.micros import from_micros, to_micros
 
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 # Before every real timestamp: the key of "no cursor yet".
 START_AT = datetime(1, 1, 1, tzinfo=UTC)
-
-
-def _micros(at: datetime) -> int:
-    return (at - _EPOCH) // timedelta(microseconds=1)
 
 
 def _encode(parts: list[object]) -> str:
@@ -39,7 +35,7 @@ def _decode(text: str) -> list[object]:
 
 def time_key(at: datetime, document_id: str) -> str:
     """Cursor after (timestamp, document id): owner and overdue pages."""
-    return _encode([_micros(at), document_id])
+    return _encode([to_micros(at), document_id])
 
 
 def parse_time_key(text: str | None) -> tuple[datetime, str]:
@@ -49,7 +45,7 @@ def parse_time_key(text: str | None) -> tuple[datetime, str]:
     if len(parts) != 2 or not isinstance(parts[0], int) or not isinstance(parts[1], str):
         raise InvalidRequest(f"after: {text[:40]!r} is not a cursor of this listing")
     try:
-        at = _EPOCH + timedelta(microseconds=parts[0])
+        at = from_micros(parts[0])
     except OverflowError as exc:
         raise InvalidRequest(f"after: {text[:40]!r} is out of range") from exc
     return at, parts[1]
