@@ -2,6 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from typing import Any
+
+from psycopg.adapt import Dumper
+from psycopg.postgres import adapters as postgres
+
 # The relay's session: custom plans, so that the in-flight id array of
 # FETCH_PENDING is a constant PostgreSQL can hash; and the wake-up channel.
 SESSION_SETUP = "SET plan_cache_mode = force_custom_plan"
@@ -84,3 +90,32 @@ DELETE FROM handoff.outbox WHERE id IN (
        AND published_at < now() - make_interval(secs => %(seconds)s)
      LIMIT %(limit)s FOR UPDATE SKIP LOCKED)
 """
+
+
+# -- parameter types of these statements ---------------------------------------
+
+
+class IdArray(str):
+    """Outbox ids as PostgreSQL array text, sent typed as bigint[].
+
+    Why: the fetch excludes the ids in flight (up to two batches), and
+    psycopg's list dumper walks such a list in Python on every fetch. Each
+    batch's ids are joined once, when it is fetched; typed as bigint[] (not
+    text cast in SQL), the parameter stays a constant that PostgreSQL hashes.
+    """
+
+    @classmethod
+    def joined(cls, parts: Iterable[str]) -> IdArray:
+        """From already joined runs of ids ("1,2,3")."""
+        return cls("{" + ",".join(parts) + "}")
+
+    @classmethod
+    def of(cls, ids: Iterable[int]) -> IdArray:
+        return cls.joined([str(i) for i in ids])
+
+
+class IdArrayDumper(Dumper):
+    oid = postgres.types["int8"].array_oid
+
+    def dump(self, obj: Any) -> bytes:
+        return str(obj).encode()

@@ -30,32 +30,31 @@ import random
 import signal
 import threading
 import time
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
 import psycopg
 from confluent_kafka import KafkaError, Message, Producer
-from psycopg.adapt import Dumper
-from psycopg.postgres import adapters as postgres
 from psycopg.types.json import set_json_loads
 
 from handoff.core.errors import EventEncodingError, Unavailable
 from handoff.core.events import encode, to_record
 from handoff.core.settings import HandoffSettings
 from handoff.relay import metrics
+from handoff.relay.floor import Floor
 from handoff.relay.kafka_io import ensure_topics, headers, producer, register_schemas
 from handoff.relay.outbox_sql import (
     BACKLOG,
     FETCH_PENDING,
-    HORIZON,
     LISTEN,
     MARK_PUBLISHED,
     PARK,
     PURGE,
     SESSION_SETUP,
     SET_WAITING,
+    IdArray,
+    IdArrayDumper,
 )
 from handoff.relay.settings import RelaySettings
 from handoff.relay.slots import SlotOwner
@@ -80,89 +79,6 @@ class Row:
     @property
     def document(self) -> Document:
         return self.tenant_id, self.document_id
-
-
-class Floor:
-    """The lowest outbox id that can still be pending, kept without skipping late commits.
-
-    Every TICK_S the relay notes the last id handed out (V) and the
-    transaction horizon (X). When every transaction older than X has ended,
-    every row with an id up to V is visible or gone, so the next fetch (which
-    starts at the current floor) sees every pending one of them: the floor
-    may rise to the lowest of that fetch's first id, the ids in flight, and
-    V + 1. It drops back to 0 when slots change hands, and every RESET_S as a
-    safety net (a parked row that was repaired, say).
-    """
-
-    TICK_S = 0.2
-    RESET_S = 30.0
-
-    def __init__(self) -> None:
-        self.value = 0
-        self._probe: tuple[int, int] | None = None  # (V, X) awaiting the horizon
-        self._ready: int | None = None  # V whose rows are all visible now
-        self._next_tick = 0.0
-        self._next_reset = time.monotonic() + self.RESET_S
-
-    def tick(self, conn: psycopg.Connection[Any], now: float) -> None:
-        if now >= self._next_reset:
-            self.reset(now)
-        if now < self._next_tick:
-            return
-        self._next_tick = now + self.TICK_S
-        row = conn.execute(HORIZON).fetchone()
-        if row is None or row[2] is None:
-            return
-        xmin, xmax, last_id = (int(v) for v in row)
-        # Keep a probe until it resolves: replaced on every tick, it would
-        # never resolve under steady load, where xmin always trails xmax.
-        if self._probe is not None and xmin < self._probe[1]:
-            return
-        if self._probe is not None:
-            self._ready = self._probe[0]
-        self._probe = (last_id, xmax)
-
-    def after_fetch(self, first_id: int | None, in_flight: list[int]) -> None:
-        """``in_flight``: the lowest id of each batch in flight."""
-        if self._ready is None:
-            return
-        bound = self._ready + 1
-        if first_id is not None:
-            bound = min(bound, first_id)
-        if in_flight:
-            bound = min(bound, *in_flight)
-        self.value = max(self.value, bound)
-        self._ready = None
-
-    def reset(self, now: float) -> None:
-        self.value, self._probe, self._ready = 0, None, None
-        self._next_reset = now + self.RESET_S
-
-
-class IdArray(str):
-    """Outbox ids as PostgreSQL array text, sent typed as bigint[].
-
-    Why: the fetch excludes the ids in flight (up to two batches), and
-    psycopg's list dumper walks such a list in Python on every fetch. Each
-    batch's ids are joined once, when it is fetched; typed as bigint[] (not
-    text cast in SQL), the parameter stays a constant that PostgreSQL hashes.
-    """
-
-    @classmethod
-    def joined(cls, parts: Iterable[str]) -> IdArray:
-        """From already joined runs of ids ("1,2,3")."""
-        return cls("{" + ",".join(parts) + "}")
-
-    @classmethod
-    def of(cls, ids: Iterable[int]) -> IdArray:
-        return cls.joined([str(i) for i in ids])
-
-
-class IdArrayDumper(Dumper):
-    oid = postgres.types["int8"].array_oid
-
-    def dump(self, obj: Any) -> bytes:
-        return str(obj).encode()
 
 
 @dataclass(frozen=True)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from handoff.relay.relay import Floor
+from handoff.relay.floor import Floor
 
 
 class FakeHorizon:
