@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from datetime import datetime
 from typing import Any, Protocol, TypeVar
+from urllib.parse import quote
 
 import httpx
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
@@ -95,7 +96,8 @@ class HttpTransport:
         elif isinstance(request, CreateRequest):
             path = "/v1/documents"
         else:
-            path = f"/v1/documents/{document_id}/runs"
+            # one path segment whatever the id holds (?, #, %, unicode)
+            path = f"/v1/documents/{quote(document_id or '', safe='')}/runs"
         body = request.model_dump(mode="json", by_alias=True)
         try:
             response = self._http.post(path, json=body)

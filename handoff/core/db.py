@@ -1,4 +1,10 @@
-"""Database access: connection settings and psycopg errors translated at the edge."""
+"""Database access: connection settings and psycopg errors translated at the edge.
+
+Messages of the translated errors are written for the caller. The database's
+own text (DETAIL, CONTEXT, "unnamed portal parameter $13") stays on the
+psycopg error, which is the ``__cause__`` of the translated one: the HTTP
+layer logs it with the request id and never sends it.
+"""
 
 from __future__ import annotations
 
@@ -23,6 +29,15 @@ PING = "SELECT 1"
 # SQLSTATEs a retry of the identical request can cure.
 RETRYABLE = (pg.SerializationFailure, pg.DeadlockDetected, pg.LockNotAvailable)
 
+# Raised by Handoff's own SQL functions with messages written for callers:
+# 22H00 the naming rule or the instant range (0003), 22023 a missing field (0001).
+OWN_MESSAGES = frozenset({"22H00", "22023"})
+
+
+def _primary(exc: psycopg.Error) -> str:
+    text = exc.diag.message_primary or str(exc).strip().split("\n", 1)[0]
+    return text.strip() or type(exc).__name__
+
 
 @contextmanager
 def translated(*, sent: bool = True) -> Iterator[None]:
@@ -30,19 +45,27 @@ def translated(*, sent: bool = True) -> Iterator[None]:
     try:
         yield
     except RETRYABLE as exc:
-        raise TransientConflict(f"{type(exc).__name__}: {exc}") from exc
+        raise TransientConflict(
+            f"{type(exc).__name__}: the transaction met a concurrent one; retry it as is"
+        ) from exc
     except psycopg.DataError as exc:  # SQLSTATE class 22: a value the request carried
-        raise InvalidRequest(str(exc).strip()) from exc
-    except pg.InvalidAuthorizationSpecification as exc:
-        raise Unauthenticated(str(exc).strip()) from exc
+        if exc.sqlstate in OWN_MESSAGES:
+            raise InvalidRequest(_primary(exc)) from exc
+        raise InvalidRequest(
+            "a value in the request is out of range or malformed for the database"
+        ) from exc
+    except pg.InvalidAuthorizationSpecification as exc:  # our own RAISE ... 28000
+        raise Unauthenticated(_primary(exc)) from exc
     except pg.InsufficientPrivilege as exc:
-        raise NotPermitted(str(exc).strip()) from exc
+        raise NotPermitted(
+            "the database refused the operation to this role (service roles may only emit)"
+        ) from exc
     except psycopg.OperationalError as exc:
         if "password authentication failed" in str(exc):
             raise Unauthenticated("the database refused the service's login") from exc
         if sent:
             raise OutcomeUnknown(
-                f"lost the database connection during the request ({exc}); "
+                f"lost the database connection during the request ({_primary(exc)}); "
                 "retry it unchanged, with the same event id"
             ) from exc
-        raise DatabaseUnavailable(str(exc).strip()) from exc
+        raise DatabaseUnavailable(f"the database is unreachable: {_primary(exc)}") from exc

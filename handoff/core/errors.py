@@ -75,6 +75,10 @@ class NotPermitted(ContractError):
     """The service may not do this (e.g. create documents without --can-create)."""
 
 
+class UnknownOwner(ContractError):
+    """The next owner is not a registered service of the tenant; register it first."""
+
+
 class DocumentNotFound(ContractError):
     """No such document (or run) in the caller's tenant."""
 
@@ -128,13 +132,18 @@ class ServiceExists(HandoffError):
 
 
 class ServiceNotFound(HandoffError):
-    """Removing a service that is not registered in that tenant."""
+    """A service that is not registered in that tenant."""
+
+
+class ServiceInUse(HandoffError):
+    """Removing a service that still owns documents; hand them on (or finish them) first."""
 
 
 CONTRACT_ERRORS: dict[str, type[ContractError]] = {
     cls.__name__: cls
     for cls in (
         InvalidRequest,
+        UnknownOwner,
         Unauthenticated,
         SenderMismatch,
         NotPermitted,

@@ -1,4 +1,4 @@
-"""The event contract: Avro schemas from ``schemas/``, the envelope, the wire format.
+"""The event contract: Avro schemas from ``handoff/schemas/``, the envelope, the wire format.
 
 Events travel in the Confluent wire format (magic byte 0, the registry's
 4-byte schema id, then the Avro body), so any Confluent-compatible consumer
@@ -13,6 +13,7 @@ import re
 from dataclasses import dataclass
 from datetime import datetime
 from functools import cache, cached_property
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -49,10 +50,12 @@ def _parse(text: str) -> Any:
 
 
 def schemas_dir() -> Path:
-    """``schemas/`` beside the package, like ``alembic/``."""
-    folder = Path(__file__).resolve().parents[2] / "schemas" / SCHEMA_FAMILY
+    """``handoff/schemas/<family>/``: package data, so an installed wheel has them too."""
+    folder = Path(str(resources.files("handoff") / "schemas" / SCHEMA_FAMILY))
     if not folder.is_dir():
-        raise ConfigurationError(f"event schemas not found at {folder}; use a source checkout")
+        raise ConfigurationError(
+            f"event schemas not found at {folder}; reinstall the handoff package"
+        )
     return folder
 
 

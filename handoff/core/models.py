@@ -7,52 +7,104 @@ The database checks the essentials again for callers that use plain SQL.
 from __future__ import annotations
 
 import json
-import re
-from datetime import datetime
+import math
+from collections.abc import Callable
+from datetime import UTC, datetime
 from typing import Annotated, Any
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, Strict
 from pydantic.alias_generators import to_camel
 
+from handoff.core.names import id_problem, label_problem, service_name_problem
+
 MAX_DATA_BYTES = 64 * 1024
-_NAME = re.compile(r"^[a-z0-9](?:[a-z0-9._-]{0,62})$")
-_PRINTABLE = re.compile(r"^[^\x00-\x1f\x7f]+$")
+MAX_DATA_DEPTH = 32
+
+# Every accepted instant must stay readable by every reader, forever: the
+# API's JSON, PostgreSQL, JavaScript's Date, the Avro ``timestamp-micros``
+# field and the Python datetimes that consumers decode it to (years 1-9999).
+# A day's margin at each end keeps it so in any time zone a reader renders.
+EARLIEST = datetime(1, 1, 2, tzinfo=UTC)
+LATEST = datetime(9999, 12, 30, 23, 59, 59, 999999, tzinfo=UTC)
 
 
-def _name(value: str) -> str:
-    if not _NAME.match(value):
-        raise ValueError(
-            "must be 1-63 characters of a-z, 0-9, '.', '_' or '-', starting with a letter or digit"
-        )
-    return value
+def _checked(problem: Callable[[str], str | None]) -> Callable[[str], str]:
+    def check(value: str) -> str:
+        found = problem(value)
+        if found is not None:
+            raise ValueError(found)
+        return value
+
+    return check
 
 
-def _identifier(value: str) -> str:
-    if not _PRINTABLE.match(value):
-        raise ValueError("must not contain control characters")
+def _instant(value: Any) -> Any:
+    # Strict JSON types: an instant is an RFC 3339 string (or a datetime from
+    # Python callers), never a number read as seconds since the epoch.
+    if value is not None and not isinstance(value, str | datetime):
+        raise ValueError("must be an RFC 3339 date-time string, e.g. 2026-12-01T09:00:00Z")
     return value
 
 
 def _aware(value: datetime | None) -> datetime | None:
-    if value is not None and value.utcoffset() is None:
+    if value is None:
+        return value
+    if value.utcoffset() is None:
         raise ValueError("must include a time zone, e.g. 2026-12-01T09:00:00Z")
+    try:
+        in_range = EARLIEST <= value <= LATEST
+    except OverflowError:  # an offset that pushes it past year 1 or 9999
+        in_range = False
+    if not in_range:
+        raise ValueError(f"must be between {EARLIEST.isoformat()} and {LATEST.isoformat()}")
     return value
 
 
+def _json_problem(value: Any, depth: int = 0) -> str | None:
+    """Why a ``data`` value could not be stored and read back everywhere, or None."""
+    if depth > MAX_DATA_DEPTH:
+        return f"must not nest deeper than {MAX_DATA_DEPTH} levels"
+    if isinstance(value, float) and not math.isfinite(value):
+        return "numbers must be finite (no NaN or Infinity)"
+    if isinstance(value, str):
+        if "\x00" in value:
+            return "strings must not contain NUL (\\u0000)"
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            return "strings must be valid Unicode (no unpaired surrogates)"
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            found = _json_problem(key, depth) or _json_problem(item, depth + 1)
+            if found is not None:
+                return found
+    elif isinstance(value, list):
+        for item in value:
+            found = _json_problem(item, depth + 1)
+            if found is not None:
+                return found
+    return None
+
+
 def _small_object(value: dict[str, Any] | None) -> dict[str, Any] | None:
-    if value is not None and len(json.dumps(value, separators=(",", ":"))) > MAX_DATA_BYTES:
+    if value is None:
+        return value
+    problem = _json_problem(value)
+    if problem is not None:
+        raise ValueError(problem)
+    if len(json.dumps(value, separators=(",", ":"))) > MAX_DATA_BYTES:
         raise ValueError(f"must serialise to at most {MAX_DATA_BYTES} bytes of JSON")
     return value
 
 
-ServiceName = Annotated[str, AfterValidator(_name)]
-Identifier = Annotated[str, Field(min_length=1, max_length=200), AfterValidator(_identifier)]
-Status = Annotated[str, Field(min_length=1, max_length=64), AfterValidator(_identifier)]
-EventType = Annotated[str, Field(min_length=1, max_length=100), AfterValidator(_identifier)]
-Deadline = Annotated[datetime | None, AfterValidator(_aware)]
+ServiceName = Annotated[str, Strict(), AfterValidator(_checked(service_name_problem))]
+Identifier = Annotated[str, Strict(), AfterValidator(_checked(id_problem))]
+Status = Annotated[str, Strict(), AfterValidator(_checked(label_problem))]
+EventType = Identifier
+Deadline = Annotated[datetime | None, BeforeValidator(_instant), AfterValidator(_aware)]
 Data = Annotated[dict[str, Any] | None, AfterValidator(_small_object)]
-# Versions and runs are PostgreSQL integers.
-Version = Annotated[int, Field(ge=1, le=2**31 - 1)]
+# Versions and runs are PostgreSQL integers; strict: "1" and true are not 1.
+Version = Annotated[int, Strict(), Field(ge=1, le=2**31 - 1)]
 
 
 class _Model(BaseModel):

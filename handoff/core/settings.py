@@ -45,6 +45,11 @@ class HandoffSettings(BaseSettings):
         Field(description="Confluent-compatible schema registry API base URL."),
     ] = "http://127.0.0.1:18080/apis/ccompat/v7"
 
+    @property
+    def sqlalchemy_url(self) -> str:
+        """``database_url`` with SQLAlchemy's psycopg 3 driver named (for alembic)."""
+        return "postgresql+psycopg://" + self.database_url.split("://", 1)[1]
+
     @field_validator("database_url")
     @classmethod
     def _postgres_url(cls, value: str) -> str:

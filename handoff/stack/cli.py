@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import shlex
 import sys
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from pydantic import ValidationError
@@ -106,11 +106,9 @@ def service_add(
     ),
 ) -> None:
     """Register a service; its credential is printed once, as the last line."""
-    import psycopg
-
     from handoff.core.services import add_service
 
-    with psycopg.connect(load_settings().database_url) as conn:
+    with _admin() as conn:
         credential = add_service(conn, name, tenant=tenant, can_create=can_create)
     console.print(
         f"service {name!r} in tenant {tenant!r}"
@@ -118,6 +116,98 @@ def service_add(
         + f"; database role {credential.role}. Keep this credential secret:"
     )
     print(credential.token)
+
+
+ServiceArg = Annotated[str, typer.Argument(help="The service's name.")]
+TenantOpt = Annotated[str, typer.Option("--tenant", help="Tenant the service acts in.")]
+YesOpt = Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")]
+
+
+def _admin() -> Any:
+    import psycopg
+
+    return psycopg.connect(load_settings().database_url, autocommit=True)
+
+
+def _confirm(question: str, yes: bool) -> None:
+    if yes:
+        return
+    if not sys.stdin.isatty():
+        console.print(f"[red]refused[/red]: {question} Pass --yes to confirm without a terminal.")
+        raise typer.Exit(2)
+    if not typer.confirm(question):
+        raise typer.Exit(1)
+
+
+@service_app.command("list")
+def service_list(
+    tenant: Annotated[
+        str | None, typer.Option("--tenant", help="Only this tenant (default: all).")
+    ] = None,
+) -> None:
+    """Registered services: tenant, role, whether they may create, state, documents owned."""
+    from handoff.core.services import list_services
+
+    with _admin() as conn:
+        found = list_services(conn, tenant)
+    table = Table(title="Handoff services")
+    for column in ("tenant", "service", "role", "creates", "state", "owns", "created"):
+        table.add_column(column)
+    for s in found:
+        state = (
+            f"[red]revoked {s.revoked_at:%Y-%m-%d %H:%M}[/red]"
+            if s.revoked_at
+            else ("rotated " + f"{s.rotated_at:%Y-%m-%d %H:%M}" if s.rotated_at else "active")
+        )
+        table.add_row(
+            s.tenant, s.name, s.role, "yes" if s.can_create else "no", state,
+            str(s.assigned), f"{s.created_at:%Y-%m-%d %H:%M}",
+        )  # fmt: skip
+    console.print(table)
+    console.print(f"{len(found)} service(s)")
+
+
+@service_app.command("rotate")
+def service_rotate(name: ServiceArg, tenant: TenantOpt = "default") -> None:
+    """New credential, both ways at once (HTTP secret and database password); printed last.
+
+    The old credential stops working and its open database sessions end.
+    Also lifts a revocation.
+    """
+    from handoff.core.services import rotate_service
+
+    with _admin() as conn:
+        credential = rotate_service(conn, name, tenant=tenant)
+    console.print(
+        f"service {name!r} in tenant {tenant!r} has a new credential; the old one no longer "
+        "works. Keep this one secret:"
+    )
+    print(credential.token)
+
+
+@service_app.command("revoke")
+def service_revoke(name: ServiceArg, tenant: TenantOpt = "default", yes: YesOpt = False) -> None:
+    """Block the service's credential both ways at once (rotate issues a new one)."""
+    from handoff.core.services import revoke_service
+
+    _confirm(f"Revoke the credential of {name!r} in tenant {tenant!r}?", yes)
+    with _admin() as conn:
+        ended = revoke_service(conn, name, tenant=tenant)
+    console.print(
+        f"revoked {name!r} in tenant {tenant!r}: its HTTP secret and database login no longer "
+        f"work ({ended} open session(s) ended). `handoff service rotate {name}` issues a new one."
+    )
+
+
+@service_app.command("remove")
+def service_remove(name: ServiceArg, tenant: TenantOpt = "default", yes: YesOpt = False) -> None:
+    """Unregister a service and drop its role; refused while it owns documents."""
+    from handoff.core.services import remove_service
+
+    _confirm(f"Remove service {name!r} from tenant {tenant!r}?", yes)
+    with _admin() as conn:
+        remove_service(conn, name, tenant=tenant)
+    console.print(f"removed {name!r} from tenant {tenant!r}")
 
 
 @app.command("serve")
@@ -144,6 +234,9 @@ def relay(
     metrics_port: Annotated[
         int | None, typer.Option(help="Serve Prometheus metrics on this port.")
     ] = None,
+    metrics_host: Annotated[
+        str, typer.Option(help="Interface for the metrics (0.0.0.0 inside a container).")
+    ] = "127.0.0.1",
 ) -> None:
     """Publish committed outbox rows to Kafka (run several for availability)."""
     import logging
@@ -161,7 +254,7 @@ def relay(
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: worker.stop())
     if metrics_port is not None:
-        start_http_server(metrics_port, addr="127.0.0.1")
+        start_http_server(metrics_port, addr=metrics_host)
     count = worker.run(once=once)
     console.print(f"relay published {count} events")
 
@@ -194,9 +287,14 @@ def bench(ctx: typer.Context) -> None:
     import subprocess
     from pathlib import Path
 
-    root = Path(__file__).resolve().parents[2]
+    # The benchmarks are not part of the installed package: they run from a
+    # checkout (make bench), which is the current directory.
+    root = Path.cwd()
     if not (root / "benchmarks" / "__main__.py").exists():
-        console.print(f"[red]error[/red]: benchmarks/ not found beside {root}; use a checkout")
+        console.print(
+            f"[red]error[/red]: no benchmarks/ in {root}; run it from a Handoff checkout "
+            "(make bench)"
+        )
         raise typer.Exit(2)
     done = subprocess.run([sys.executable, "-m", "benchmarks", *ctx.args], cwd=root, check=False)
     raise typer.Exit(done.returncode)

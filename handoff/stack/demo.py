@@ -45,6 +45,8 @@ STAGES = (
     ("review", "waiting for review", "reviewed"),
     ("finalization", "waiting for approval", "finalized"),
 )
+# The README's example document; it waits at review, version 7.
+WALKTHROUGH = "invoice-42"
 CUSTOMERS = ("Acme GmbH", "Globex", "Initech", "Umbrella", "Stark Industries", "Wayne Corp")
 
 
@@ -163,6 +165,25 @@ class Pipeline:
             self.docs.append(doc)
             return doc
 
+    def walkthrough(self) -> bool:
+        """``invoice-42`` with review at version 7: the README's example then works as
+        written with the demo's review credential. False if an earlier demo made it."""
+        try:
+            self.clients["routing"].create(
+                event_id="invoice-42-created",
+                document_id=WALKTHROUGH,
+                owner="routing",
+                status=STAGES[0][1],
+                data={"customer": "Acme GmbH", "amount": 4200.0, "currency": "EUR"},
+            )
+        except (AlreadyExists, ConflictingEventReuse):
+            return False
+        doc = Doc(WALKTHROUGH, 0)
+        self.advance(doc)
+        for note in ("amounts", "tax ids", "bank details", "purchase order", "signatures"):
+            self.progress(doc, f"checked the {note}")
+        return True
+
     def advance(self, doc: Doc, *, overdue: bool = False) -> None:
         owner, _, event = STAGES[doc.stage]
         finished = doc.stage + 1 == len(STAGES)
@@ -231,6 +252,7 @@ def seed(pipeline: Pipeline, count: int, console: Console) -> None:
         MofNCompleteColumn(),
         TimeElapsedColumn(),
     )
+    pipeline.walkthrough()
     with Progress(*columns, console=console, transient=False) as bar:
         task = bar.add_task("seed", total=count)
         for i in range(count):

@@ -11,6 +11,7 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response
 from fastapi.staticfiles import StaticFiles
+from fastapi_offline import FastAPIOffline
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from psycopg_pool import AsyncConnectionPool
 
@@ -20,6 +21,7 @@ from handoff.core.errors import DatabaseUnavailable
 from handoff.core.settings import HandoffSettings, load_settings
 from handoff.tracker import emit_api, http_errors, query_api, read_sql, ui
 from handoff.tracker.read_model import ReadModel
+from handoff.tracker.request_ids import RequestIds
 from handoff.tracker.settings import TrackerSettings
 
 log = logging.getLogger("handoff.tracker")
@@ -68,13 +70,16 @@ def create_app(
                 await folding
             await pool.close()
 
-    app = FastAPI(
+    # FastAPIOffline serves the Swagger UI and ReDoc assets from its package,
+    # not from a CDN: /docs works on an offline or on-prem machine.
+    app = FastAPIOffline(
         title="Handoff",
         version=handoff.__version__,
         description="Explicit service ownership of work: emit handoffs, query where work is.",
         lifespan=lifespan,
     )
     http_errors.install(app)
+    app.add_middleware(RequestIds)
     app.include_router(emit_api.router)
     app.include_router(query_api.router)
     app.include_router(ui.router)

@@ -1,7 +1,9 @@
 """HTTP status codes for Handoff's errors: assigned here and nowhere else.
 
-Bodies are ``{"code": <error class name>, "message": ..., ...}`` with the
-current owner and version where the contract reports them.
+Bodies are ``{"code": <error class name>, "message": ..., "requestId": ...}``
+with the current owner and version where the contract reports them. Messages
+are written for clients; what the database or a library said goes to the
+log, under the same request id, and never into a response.
 """
 
 from __future__ import annotations
@@ -15,11 +17,13 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from handoff.core import errors as e
+from handoff.tracker.request_ids import request_id
 
 log = logging.getLogger("handoff.tracker")
 
 STATUS: dict[type[e.HandoffError], int] = {
     e.InvalidRequest: 422,
+    e.UnknownOwner: 422,
     e.Unauthenticated: 401,
     e.SenderMismatch: 403,
     e.NotPermitted: 403,
@@ -31,6 +35,7 @@ STATUS: dict[type[e.HandoffError], int] = {
     e.RunInProgress: 409,
     e.ServiceExists: 409,
     e.ServiceNotFound: 404,
+    e.ServiceInUse: 409,
     e.TransientConflict: 503,
     e.Unavailable: 503,
     e.OutcomeUnknown: 503,
@@ -44,8 +49,26 @@ def status_of(error: e.HandoffError) -> int:
     return 500
 
 
-def body_of(error: e.HandoffError) -> dict[str, Any]:
-    body: dict[str, Any] = {"code": error.code, "message": str(error)}
+# What a 5xx says: the reason stays in the log (it may name hosts and ports).
+SERVER_SIDE = {
+    e.TransientConflict: "the request met concurrent work too often; retry it as is",
+    e.OutcomeUnknown: "the request may or may not have been applied; "
+    "retry the identical request with the same event id",
+    e.Unavailable: "the database is unavailable; retry shortly",
+}
+
+
+def _client_message(error: e.HandoffError, status: int) -> str:
+    if status >= 500:
+        for cls, message in SERVER_SIDE.items():
+            if isinstance(error, cls):
+                return message
+        return "the server failed; the error was logged"
+    return str(error)
+
+
+def body_of(error: e.HandoffError, status: int = 400) -> dict[str, Any]:
+    body: dict[str, Any] = {"code": error.code, "message": _client_message(error, status)}
     if isinstance(error, e.ContractError):
         if error.current_version is not None:
             body["currentVersion"] = error.current_version
@@ -58,37 +81,66 @@ def install(app: FastAPI) -> None:
     """Register the handlers that turn errors into coded JSON bodies."""
 
     @app.exception_handler(e.HandoffError)
-    async def _handoff(_: Request, error: e.HandoffError) -> JSONResponse:
+    async def _handoff(request: Request, error: e.HandoffError) -> JSONResponse:
         status = status_of(error)
+        rid = request_id(request)
+        if error.__cause__ is not None or status >= 500:
+            # The underlying error (database text, connection details) is for
+            # operators: logged here, under the id the client was given.
+            log.warning(
+                "request %s %s %s answered %s %s: %s (cause: %r)",
+                rid, request.method, request.url.path, status, error.code, error, error.__cause__,
+            )  # fmt: skip
         headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
         if status == 503:
             headers = {"Retry-After": "1"}
-        return JSONResponse(body_of(error), status_code=status, headers=headers)
+        body = {**body_of(error, status), "requestId": rid}
+        return JSONResponse(body, status_code=status, headers=headers)
 
     @app.exception_handler(RequestValidationError)
-    async def _invalid(_: Request, error: RequestValidationError) -> JSONResponse:
+    async def _invalid(request: Request, error: RequestValidationError) -> JSONResponse:
         problems = [
             {"field": ".".join(str(p) for p in err["loc"] if p != "body"), "problem": err["msg"]}
             for err in error.errors()
         ]
         message = "; ".join(f"{p['field'] or 'body'}: {p['problem']}" for p in problems)
         return JSONResponse(
-            {"code": "InvalidRequest", "message": message, "problems": problems}, status_code=422
+            {
+                "code": "InvalidRequest",
+                "message": message,
+                "problems": problems,
+                "requestId": request_id(request),
+            },
+            status_code=422,
         )
 
     @app.exception_handler(StarletteHTTPException)
-    async def _http(_: Request, error: StarletteHTTPException) -> JSONResponse:
+    async def _http(request: Request, error: StarletteHTTPException) -> JSONResponse:
         codes = {404: "NotFound", 405: "MethodNotAllowed"}
         return JSONResponse(
-            {"code": codes.get(error.status_code, "HttpError"), "message": str(error.detail)},
+            {
+                "code": codes.get(error.status_code, "HttpError"),
+                "message": str(error.detail),
+                "requestId": request_id(request),
+            },
             status_code=error.status_code,
         )
 
     @app.exception_handler(Exception)
     async def _unexpected(request: Request, error: Exception) -> JSONResponse:
         # A bug, not a client error: log it whole, answer in the same coded shape.
-        log.error("unhandled error on %s %s", request.method, request.url.path, exc_info=error)
+        rid = request_id(request)
+        log.error(
+            "request %s: unhandled error on %s %s", rid, request.method, request.url.path,
+            exc_info=error,
+        )  # fmt: skip
         return JSONResponse(
-            {"code": "InternalError", "message": "the server failed; the error was logged"},
+            {
+                "code": "InternalError",
+                "message": "the server failed; the error was logged",
+                "requestId": rid,
+            },
             status_code=500,
+            # this handler answers outside the request-id middleware
+            headers={"X-Request-Id": rid},
         )

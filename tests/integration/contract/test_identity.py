@@ -63,7 +63,9 @@ def test_plain_sql_cannot_bypass_the_contract(
 def test_a_role_that_is_no_service_is_refused(
     migrated: HandoffSettings, admin: psycopg.Connection[Any]
 ) -> None:
-    with pytest.raises(psycopg.errors.InvalidAuthorizationSpecification, match="not a Handoff"):
+    with pytest.raises(
+        psycopg.errors.InvalidAuthorizationSpecification, match="not an active Handoff service"
+    ):
         admin.execute(
             f"SELECT handoff.emit_direct({ARGS})",
             ("create", "e1", "created", "doc", None, "x", "new", None),
@@ -120,9 +122,10 @@ def test_http_status_codes_and_bodies(api_url: str, service: ServiceFactory) -> 
     }
     stale = post(api_url, "/v1/handoffs", handoff, boss)
     assert stale.status_code == 409
-    assert stale.json() | {"message": ""} == {
+    assert stale.json() | {"message": "", "requestId": ""} == {
         "code": "VersionMismatch",
         "message": "",
+        "requestId": "",
         "currentVersion": 1,
         "currentOwner": "boss",
     }

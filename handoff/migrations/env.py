@@ -1,4 +1,5 @@
-"""Alembic environment: the URL comes from Handoff's settings (see stack/migrate.py).
+"""Alembic environment: the URL comes from Handoff's settings (see handoff/stack/migrate.py);
+it imports only ``handoff.core``, so migrations run from an installed wheel.
 
 The schema is written as explicit DDL in each revision (no autogenerate from
 models): partial indexes, row-level security and server-side functions are
@@ -7,17 +8,16 @@ the point of this schema, and they read best as the SQL they are.
 
 from __future__ import annotations
 
+from alembic import context
 from sqlalchemy import create_engine, pool
 
-from alembic import context
 from handoff.core.settings import load_settings
-from handoff.stack.migrate import sqlalchemy_url
 
 config = context.config
 
 
 def _url() -> str:
-    return config.get_main_option("sqlalchemy.url") or sqlalchemy_url(load_settings().database_url)
+    return config.get_main_option("sqlalchemy.url") or load_settings().sqlalchemy_url
 
 
 def run_offline() -> None:
