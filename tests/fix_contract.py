@@ -18,6 +18,7 @@ from typing import Any
 import httpx
 import psycopg
 import pytest
+from psycopg.conninfo import make_conninfo
 
 from handoff.core.client import HandoffClient
 from handoff.core.identity import Credential
@@ -123,6 +124,13 @@ def connect(request: pytest.FixtureRequest, migrated: HandoffSettings) -> Iterat
     yield factory
     for client in made:
         client.close()
+
+
+def login(settings: HandoffSettings, role: str, password: str) -> psycopg.Connection[Any]:
+    """A direct database session as a service's own role (autocommit)."""
+    return psycopg.connect(
+        make_conninfo(settings.database_url, user=role, password=password), autocommit=True
+    )
 
 
 def counts(admin: psycopg.Connection[Any], tenant: str) -> dict[str, int]:

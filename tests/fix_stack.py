@@ -4,10 +4,15 @@ The session fixture brings the stack up itself (``up`` is idempotent, about
 a second when ``make test`` already started it), so a lone ``pytest`` run
 works too. A part that cannot be started fails the tests that need it;
 nothing is ever skipped for a missing service.
+
+``HANDOFF_TEST_STACK=containers`` runs the same parts as Docker containers
+instead (tests/stack_containers.py); without a Docker engine that fails with a
+clear message rather than skipping or quietly using the local stack.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 
 import psycopg
@@ -15,11 +20,41 @@ import pytest
 
 from handoff.core.errors import StackError
 from handoff.core.settings import HandoffSettings, load_settings
+from handoff.stack.layout import StackSettings
 from handoff.stack.local import LocalStack
+from tests.stack_containers import ContainerStack
+
+STACKS = ("local", "containers")
+
+
+def _containers(request: pytest.FixtureRequest, tmp: pytest.TempPathFactory) -> LocalStack:
+    stack = ContainerStack()
+    try:
+        settings = stack.up()
+    except StackError as exc:
+        pytest.fail(str(exc), pytrace=False)
+    request.addfinalizer(stack.stop)
+    # Tests and the processes they start find the parts through HANDOFF_HOME's
+    # stack.env, as with the local stack; that home never starts local parts.
+    home = tmp.mktemp("container-stack")
+    (home / "stack.env").write_text(
+        f"HANDOFF_DATABASE_URL={settings.database_url}\n"
+        f"HANDOFF_KAFKA_BOOTSTRAP={settings.kafka_bootstrap}\n"
+        f"HANDOFF_SCHEMA_REGISTRY_URL={settings.schema_registry_url}\n"
+    )
+    os.environ["HANDOFF_HOME"] = str(home)
+    return LocalStack(StackSettings(home=home))
 
 
 @pytest.fixture(scope="session")
-def local_stack() -> LocalStack:
+def local_stack(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> LocalStack:
+    kind = os.environ.get("HANDOFF_TEST_STACK", "local")
+    if kind not in STACKS:
+        pytest.fail(f"HANDOFF_TEST_STACK must be one of {', '.join(STACKS)}, not {kind!r}")
+    if kind == "containers":
+        return _containers(request, tmp_path_factory)
     stack = LocalStack()
     try:
         stack.up()

