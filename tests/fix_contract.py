@@ -126,6 +126,15 @@ def connect(request: pytest.FixtureRequest, migrated: HandoffSettings) -> Iterat
         client.close()
 
 
+def post(
+    url: str, path: str, body: object, token: str | None = None, **headers: str
+) -> httpx.Response:
+    """POST JSON to the API, as the credential ``token`` names (if any)."""
+    if token:
+        headers["Authorization"] = f"Bearer {token}"
+    return httpx.post(f"{url}{path}", json=body, headers=headers, timeout=10)
+
+
 def login(settings: HandoffSettings, role: str, password: str) -> psycopg.Connection[Any]:
     """A direct database session as a service's own role (autocommit)."""
     return psycopg.connect(

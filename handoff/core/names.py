@@ -2,8 +2,8 @@
 
 One rule, checked at every entry point: the request models (HTTP and the
 Python client), the CLI, and again in the database for direct SQL callers
-(``handoff._valid_id`` and ``handoff._valid_label`` in the migrations, which
-a test compares with this module code point by code point).
+(``handoff._id_problem`` and ``handoff._label_problem`` in migration 0003,
+which a test compares with this module code point by code point).
 
 - **Tenants and services** (and so owners): 1-63 characters of ``a-z 0-9 . _ -``,
   starting with a letter or digit. They become PostgreSQL role memberships,
@@ -92,14 +92,8 @@ def service_name_problem(value: str) -> str | None:
     return None
 
 
-def _unicode_problem(value: str) -> str | None:
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError:
-        return "must be valid Unicode (no unpaired surrogates)"
-    if not unicodedata.is_normalized("NFC", value):
-        return "must be in Unicode NFC form (compose accents, e.g. with unicodedata.normalize)"
-    return None
+# Unpaired surrogates need no check of their own: FORBIDDEN_RANGES holds them.
+_NOT_NFC = "must be in Unicode NFC form (compose accents, e.g. with unicodedata.normalize)"
 
 
 def id_problem(value: str) -> str | None:
@@ -114,7 +108,7 @@ def id_problem(value: str) -> str | None:
         )
     if value in (".", ".."):
         return "must not be '.' or '..'"
-    return _unicode_problem(value)
+    return None if unicodedata.is_normalized("NFC", value) else _NOT_NFC
 
 
 def label_problem(value: str) -> str | None:
@@ -126,7 +120,7 @@ def label_problem(value: str) -> str | None:
     bad = _LABEL_FORBIDDEN.search(value)
     if bad is not None:
         return f"must not contain {_describe(bad.group())}"
-    return _unicode_problem(value)
+    return None if unicodedata.is_normalized("NFC", value) else _NOT_NFC
 
 
 def _describe(char: str) -> str:

@@ -15,6 +15,7 @@ from typing import Any
 
 import psycopg
 from psycopg import sql
+from psycopg.rows import class_row
 
 from handoff.core.db import translated
 from handoff.core.errors import InvalidRequest, ServiceExists, ServiceInUse, ServiceNotFound
@@ -55,11 +56,16 @@ class ServiceInfo:
     """Documents this service owns now."""
 
 
+def _check_name(what: str, value: str) -> None:
+    problem = service_name_problem(value)
+    if problem is not None:
+        raise InvalidRequest(f"{what} {value!r} {problem}")
+
+
 def _check_names(name: str, tenant: str) -> dict[str, str]:
-    for what, value in (("service name", name), ("tenant", tenant)):
-        problem = service_name_problem(value)
-        if problem is not None:
-            raise InvalidRequest(f"{what} {value!r} {problem}")
+    """The statements' key parameters, after checking both against the naming rule."""
+    _check_name("service name", name)
+    _check_name("tenant", tenant)
     return {"tenant": tenant, "name": name}
 
 
@@ -110,10 +116,9 @@ def add_service(
 def list_services(conn: Conn, tenant: str | None = None) -> list[ServiceInfo]:
     """Every service (of one tenant, or all), with what it owns now."""
     if tenant is not None:
-        _check_names("x", tenant)
-    with translated(sent=False):
-        rows = conn.execute(LIST_SERVICES, {"tenant": tenant}).fetchall()
-    return [ServiceInfo(*row) for row in rows]
+        _check_name("tenant", tenant)
+    with translated(sent=False), conn.cursor(row_factory=class_row(ServiceInfo)) as cur:
+        return cur.execute(LIST_SERVICES, {"tenant": tenant}).fetchall()
 
 
 def has_credential(conn: Conn, credential: Credential, tenant: str) -> bool:

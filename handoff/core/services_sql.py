@@ -48,8 +48,10 @@ SELECT tenant_id, name FROM handoff.services
 """
 
 # Assigned documents come from the owner counters (O(shards)), not a scan.
+# Column names are the fields of services.ServiceInfo.
 LIST_SERVICES = """
-SELECT s.tenant_id, s.name, s.can_create, s.db_role, s.created_at, s.rotated_at, s.revoked_at,
+SELECT s.tenant_id AS tenant, s.name, s.can_create, s.db_role AS role, s.created_at,
+       s.rotated_at, s.revoked_at,
        coalesce((SELECT sum(c.assigned) FROM handoff.owner_counts c
                   WHERE c.tenant_id = s.tenant_id AND c.owner = s.name), 0)::bigint AS assigned
   FROM handoff.services s

@@ -15,6 +15,8 @@ from handoff.core.errors import HandoffError
 from handoff.core.settings import default_home, load_settings
 
 if TYPE_CHECKING:
+    import psycopg
+
     from handoff.stack.local import LocalStack
     from handoff.stack.part import PartStatus
 
@@ -123,7 +125,8 @@ TenantOpt = Annotated[str, typer.Option("--tenant", help="Tenant the service act
 YesOpt = Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")]
 
 
-def _admin() -> Any:
+def _admin() -> psycopg.Connection[Any]:
+    """The admin role's connection (CREATEROLE), autocommit: each step its own transaction."""
     import psycopg
 
     return psycopg.connect(load_settings().database_url, autocommit=True)
@@ -154,11 +157,12 @@ def service_list(
     for column in ("tenant", "service", "role", "creates", "state", "owns", "created"):
         table.add_column(column)
     for s in found:
-        state = (
-            f"[red]revoked {s.revoked_at:%Y-%m-%d %H:%M}[/red]"
-            if s.revoked_at
-            else ("rotated " + f"{s.rotated_at:%Y-%m-%d %H:%M}" if s.rotated_at else "active")
-        )
+        if s.revoked_at:
+            state = f"[red]revoked {s.revoked_at:%Y-%m-%d %H:%M}[/red]"
+        elif s.rotated_at:
+            state = f"rotated {s.rotated_at:%Y-%m-%d %H:%M}"
+        else:
+            state = "active"
         table.add_row(
             s.tenant, s.name, s.role, "yes" if s.can_create else "no", state,
             str(s.assigned), f"{s.created_at:%Y-%m-%d %H:%M}",

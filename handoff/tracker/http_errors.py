@@ -67,14 +67,21 @@ def _client_message(error: e.HandoffError, status: int) -> str:
     return str(error)
 
 
-def body_of(error: e.HandoffError, status: int = 400) -> dict[str, Any]:
-    body: dict[str, Any] = {"code": error.code, "message": _client_message(error, status)}
+def body_of(error: e.HandoffError) -> dict[str, Any]:
+    body: dict[str, Any] = {"code": error.code, "message": _client_message(error, status_of(error))}
     if isinstance(error, e.ContractError):
         if error.current_version is not None:
             body["currentVersion"] = error.current_version
         if error.current_owner is not None or isinstance(error, e.OwnershipMismatch):
             body["currentOwner"] = error.current_owner
     return body
+
+
+def _answer(
+    request: Request, body: dict[str, Any], status: int, headers: dict[str, str] | None = None
+) -> JSONResponse:
+    """A coded error body with this request's id in it."""
+    return JSONResponse({**body, "requestId": request_id(request)}, status, headers)
 
 
 def install(app: FastAPI) -> None:
@@ -94,8 +101,7 @@ def install(app: FastAPI) -> None:
         headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
         if status == 503:
             headers = {"Retry-After": "1"}
-        body = {**body_of(error, status), "requestId": rid}
-        return JSONResponse(body, status_code=status, headers=headers)
+        return _answer(request, body_of(error), status, headers)
 
     @app.exception_handler(RequestValidationError)
     async def _invalid(request: Request, error: RequestValidationError) -> JSONResponse:
@@ -104,27 +110,14 @@ def install(app: FastAPI) -> None:
             for err in error.errors()
         ]
         message = "; ".join(f"{p['field'] or 'body'}: {p['problem']}" for p in problems)
-        return JSONResponse(
-            {
-                "code": "InvalidRequest",
-                "message": message,
-                "problems": problems,
-                "requestId": request_id(request),
-            },
-            status_code=422,
-        )
+        body = {"code": "InvalidRequest", "message": message, "problems": problems}
+        return _answer(request, body, 422)
 
     @app.exception_handler(StarletteHTTPException)
     async def _http(request: Request, error: StarletteHTTPException) -> JSONResponse:
         codes = {404: "NotFound", 405: "MethodNotAllowed"}
-        return JSONResponse(
-            {
-                "code": codes.get(error.status_code, "HttpError"),
-                "message": str(error.detail),
-                "requestId": request_id(request),
-            },
-            status_code=error.status_code,
-        )
+        body = {"code": codes.get(error.status_code, "HttpError"), "message": str(error.detail)}
+        return _answer(request, body, error.status_code)
 
     @app.exception_handler(Exception)
     async def _unexpected(request: Request, error: Exception) -> JSONResponse:
@@ -134,13 +127,6 @@ def install(app: FastAPI) -> None:
             "request %s: unhandled error on %s %s", rid, request.method, request.url.path,
             exc_info=error,
         )  # fmt: skip
-        return JSONResponse(
-            {
-                "code": "InternalError",
-                "message": "the server failed; the error was logged",
-                "requestId": rid,
-            },
-            status_code=500,
-            # this handler answers outside the request-id middleware
-            headers={"X-Request-Id": rid},
-        )
+        body = {"code": "InternalError", "message": "the server failed; the error was logged"}
+        # this handler answers outside the request-id middleware
+        return _answer(request, body, 500, {"X-Request-Id": rid})

@@ -4,7 +4,7 @@
 -- The naming rule of handoff/core/names.py, for callers that skip the Python
 -- models (direct SQL). The character class is FORBIDDEN_RANGES of names.py
 -- (PostgreSQL text holds neither NUL nor surrogates, so those are left out);
--- tests/integration/contract/test_names.py compares the two code point by
+-- tests/integration/contract/test_hardening.py compares the two code point by
 -- code point. NULL means "no problem".
 CREATE FUNCTION handoff._id_problem(p text, p_what text) RETURNS text
 LANGUAGE sql IMMUTABLE PARALLEL SAFE

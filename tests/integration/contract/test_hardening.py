@@ -7,8 +7,11 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import unicodedata
 import uuid
+from datetime import datetime
 from typing import Any
+from urllib.parse import quote
 
 import httpx
 import psycopg
@@ -20,7 +23,7 @@ from handoff.core.errors import InvalidRequest, UnknownOwner
 from handoff.core.names import forbidden
 from handoff.core.settings import HandoffSettings
 from handoff.stack.local import LocalStack
-from tests.fix_contract import ServiceFactory, counts, login
+from tests.fix_contract import ServiceFactory, counts, login, post
 
 ARGS = "%s, %s, %s, %s, NULL, %s, %s, %s, %s, %s, NULL, NULL, NULL"
 
@@ -45,12 +48,6 @@ BAD_IDS = (
     "private\ue000",
 )
 BAD_SERVICE_NAMES = ("aworker\n", "Review", "re view", "-lead", "a" * 64, "ü")
-
-
-def post(url: str, path: str, body: dict[str, Any], token: str, **headers: str) -> httpx.Response:
-    return httpx.post(
-        url + path, json=body, headers={"Authorization": f"Bearer {token}", **headers}, timeout=10
-    )
 
 
 def create_body(**overrides: Any) -> dict[str, Any]:
@@ -93,8 +90,6 @@ def test_out_of_range_instants_are_refused_at_every_entry_point(
 
 
 def _parse(text: str) -> Any:
-    from datetime import datetime
-
     try:
         return datetime.fromisoformat(text)
     except ValueError:  # Python itself cannot hold it: send it as text through pydantic
@@ -177,8 +172,6 @@ def test_ids_with_any_script_and_url_characters_round_trip(
 
 
 def _quoted(text: str) -> bytes:
-    from urllib.parse import quote
-
     return quote(text, safe="").encode()
 
 
@@ -202,8 +195,6 @@ def test_the_database_rule_matches_the_python_rule_code_point_by_code_point(
 
 
 def _nfc_alone(cp: int) -> bool:
-    import unicodedata
-
     char = chr(cp)
     # Python 3.11 knows Unicode 14, PostgreSQL 18 Unicode 16: compare only
     # where both know the character.

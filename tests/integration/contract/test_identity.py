@@ -11,7 +11,7 @@ import psycopg
 import pytest
 
 from handoff.core.settings import HandoffSettings
-from tests.fix_contract import ServiceFactory, counts, login
+from tests.fix_contract import ServiceFactory, counts, login, post
 
 ARGS = "%s, %s, %s, %s, NULL, %s, %s, %s, %s, NULL, NULL, NULL, NULL"
 
@@ -70,11 +70,6 @@ def test_a_wrong_password_cannot_log_in(migrated: HandoffSettings, service: Serv
     cred = service("victim")
     with pytest.raises(psycopg.OperationalError, match="password authentication failed"):
         login(migrated, cred.role, "guess" + cred.secret[5:])
-
-
-def post(url: str, path: str, body: object, token: str | None = None) -> httpx.Response:
-    headers = {"Authorization": f"Bearer {token}"} if token else {}
-    return httpx.post(f"{url}{path}", json=body, headers=headers, timeout=10)
 
 
 def test_http_status_codes_and_bodies(api_url: str, service: ServiceFactory) -> None:
