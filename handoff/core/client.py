@@ -10,19 +10,18 @@ Both return a ``Receipt`` or raise the typed errors of ``handoff.core.errors``.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import datetime
-from typing import Any, Protocol, TypeVar
+from typing import Any, Protocol
 from urllib.parse import quote
 
 import httpx
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from psycopg_pool import ConnectionPool, PoolTimeout
-from pydantic import ValidationError
 
 from handoff.core.emitter import Request, emit_direct
 from handoff.core.errors import (
     DatabaseUnavailable,
-    InvalidRequest,
     OutcomeUnknown,
     TransientConflict,
     Unauthenticated,
@@ -30,11 +29,15 @@ from handoff.core.errors import (
     contract_error,
 )
 from handoff.core.identity import Credential
-from handoff.core.models import CreateRequest, HandoffRequest, Receipt, StartRunRequest
-from handoff.core.retry import retrying
+from handoff.core.models import (
+    CreateRequest,
+    HandoffRequest,
+    Receipt,
+    StartRunRequest,
+    validated,
+)
+from handoff.core.retry import CONFLICTS
 from handoff.core.settings import load_settings
-
-T = TypeVar("T")
 
 
 class Transport(Protocol):
@@ -74,7 +77,7 @@ class DirectTransport:
             with self._pool.connection() as conn:
                 return emit_direct(conn, request, document_id)
 
-        return retrying(once, attempts=self._retries, retry_on=(TransientConflict,))
+        return replace(CONFLICTS, attempts=self._retries).run(once, retry_on=(TransientConflict,))
 
     def close(self) -> None:
         self._pool.close()
@@ -174,7 +177,7 @@ class HandoffClient:
         causation_id: str | None = None,
     ) -> Receipt:
         """Initial assignment: version 1 of run 1, owned by ``owner``."""
-        request = _validated(
+        request = validated(
             CreateRequest,
             event_id=event_id,
             document_id=document_id,
@@ -205,7 +208,7 @@ class HandoffClient:
         causation_id: str | None = None,
     ) -> Receipt:
         """Handoff (``next_owner`` differs), progress (same) or completion (``None``)."""
-        request = _validated(
+        request = validated(
             HandoffRequest,
             event_id=event_id,
             event_type=event_type,
@@ -234,7 +237,7 @@ class HandoffClient:
         event_type: str = "run-started",
     ) -> Receipt:
         """Reprocess a finished document: a new run whose versions start again at 1."""
-        request = _validated(
+        request = validated(
             StartRunRequest,
             event_id=event_id,
             owner=owner,
@@ -253,17 +256,3 @@ class HandoffClient:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-M = TypeVar("M", CreateRequest, HandoffRequest, StartRunRequest)
-
-
-def _validated(model: type[M], **fields: Any) -> M:
-    """Build a request model; pydantic's errors become ``InvalidRequest``."""
-    try:
-        return model(**fields)
-    except ValidationError as exc:
-        problems = "; ".join(
-            f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors()
-        )
-        raise InvalidRequest(problems) from exc

@@ -16,7 +16,13 @@ from handoff.core.db import translated
 from handoff.core.emit_sql import EMIT_DIRECT, EMIT_HTTP
 from handoff.core.errors import InvalidRequest, contract_error
 from handoff.core.identity import Credential
-from handoff.core.models import CreateRequest, HandoffRequest, Receipt, StartRunRequest
+from handoff.core.models import (
+    CreateRequest,
+    HandoffRequest,
+    Receipt,
+    Rejection,
+    StartRunRequest,
+)
 
 Request = CreateRequest | StartRunRequest | HandoffRequest
 
@@ -59,6 +65,15 @@ def params(request: Request, document_id: str | None = None) -> dict[str, Any]:
     }
 
 
+def outcome(result: dict[str, Any]) -> Receipt | Rejection:
+    """The function's JSON answer as a Receipt or a Rejection."""
+    if result.get("accepted"):
+        return Receipt.model_validate({**result["receipt"], "replayed": result["replayed"]})
+    return Rejection.model_validate(
+        {k: result.get(k) for k in ("code", "message", "currentVersion", "currentOwner")}
+    )
+
+
 def answer(result: dict[str, Any]) -> Receipt:
     """The function's JSON answer as a Receipt, or the typed error it names."""
     if result.get("accepted"):
@@ -66,14 +81,24 @@ def answer(result: dict[str, Any]) -> Receipt:
     raise contract_error(result)
 
 
-def emit_direct(
+def emit_in(
     conn: psycopg.Connection[Any], request: Request, document_id: str | None = None
-) -> Receipt:
-    """Emit as the service this connection logged in as."""
+) -> Receipt | Rejection:
+    """Emit as the service this connection logged in as, in the connection's transaction."""
     with translated():
         row = conn.execute(EMIT_DIRECT, params(request, document_id)).fetchone()
     assert row is not None
-    return answer(row[0])
+    return outcome(row[0])
+
+
+def emit_direct(
+    conn: psycopg.Connection[Any], request: Request, document_id: str | None = None
+) -> Receipt:
+    """Emit as the service this connection logged in as; a refusal raises."""
+    result = emit_in(conn, request, document_id)
+    if isinstance(result, Rejection):
+        result.raise_()
+    return result
 
 
 def _as(credential: Credential, request: Request, document_id: str | None) -> dict[str, Any]:

@@ -139,6 +139,25 @@ class ServiceInUse(HandoffError):
     """Removing a service that still owns documents; hand them on (or finish them) first."""
 
 
+# -- consumers -----------------------------------------------------------------------
+
+
+class QuarantineEntryNotFound(HandoffError):
+    """No quarantine entry with that id."""
+
+
+class QuarantineEntryClosed(HandoffError):
+    """The entry was already resolved or discarded; nothing is left to decide."""
+
+
+class MalformedEvent(HandoffError):
+    """A message that cannot be read as an event: bytes, schema id or envelope."""
+
+
+class HandlerMissing(ConfigurationError):
+    """A consumer was started without a handler, or two handlers claim one event type."""
+
+
 CONTRACT_ERRORS: dict[str, type[ContractError]] = {
     cls.__name__: cls
     for cls in (

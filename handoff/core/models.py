@@ -10,11 +10,20 @@ import json
 import math
 from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import Annotated, Any
+from typing import Annotated, Any, NoReturn, TypeVar
 
-from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, Strict
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    Strict,
+    ValidationError,
+)
 from pydantic.alias_generators import to_camel
 
+from handoff.core.errors import ContractError, InvalidRequest, contract_error
 from handoff.core.names import id_problem, label_problem, service_name_problem
 
 MAX_DATA_BYTES = 64 * 1024
@@ -169,3 +178,36 @@ class Receipt(_Model):
     accepted_at: datetime
     replayed: bool = Field(default=False, exclude=True)
     """True when this is the stored answer to an earlier identical request."""
+
+
+class Rejection(_Model):
+    """What a refused change answers inside a transaction (only ``HandoffClient`` raises).
+
+    The rejection row is recorded in the caller's unit and commits with it.
+    """
+
+    code: str
+    message: str
+    current_version: int | None = None
+    current_owner: str | None = None
+
+    def error(self) -> ContractError:
+        """The typed error of ``handoff.core.errors`` this rejection names."""
+        return contract_error(self.model_dump(by_alias=True))
+
+    def raise_(self) -> NoReturn:
+        raise self.error()
+
+
+M = TypeVar("M", CreateRequest, HandoffRequest, StartRunRequest)
+
+
+def validated(model: type[M], **fields: Any) -> M:
+    """Build a request model; pydantic's errors become ``InvalidRequest``."""
+    try:
+        return model(**fields)
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors()
+        )
+        raise InvalidRequest(problems) from exc

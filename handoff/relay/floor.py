@@ -7,7 +7,7 @@ from typing import Any
 
 import psycopg
 
-from handoff.relay.outbox_sql import HORIZON
+from handoff.core.outbox_sql import HORIZON
 
 
 class Floor:

@@ -26,7 +26,6 @@ import gc
 import logging
 import os
 import queue
-import random
 import signal
 import threading
 import time
@@ -40,11 +39,7 @@ from psycopg.types.json import set_json_loads
 
 from handoff.core.errors import EventEncodingError, Unavailable
 from handoff.core.events import encode, to_record
-from handoff.core.settings import HandoffSettings
-from handoff.relay import metrics
-from handoff.relay.floor import Floor
-from handoff.relay.kafka_io import ensure_topics, headers, producer, register_schemas
-from handoff.relay.outbox_sql import (
+from handoff.core.outbox_sql import (
     BACKLOG,
     FETCH_PENDING,
     LISTEN,
@@ -56,6 +51,11 @@ from handoff.relay.outbox_sql import (
     IdArray,
     IdArrayDumper,
 )
+from handoff.core.retry import RetryPolicy
+from handoff.core.settings import HandoffSettings
+from handoff.relay import metrics
+from handoff.relay.floor import Floor
+from handoff.relay.kafka_io import ensure_topics, headers, producer, register_schemas
 from handoff.relay.settings import RelaySettings
 from handoff.relay.slots import SlotOwner
 
@@ -413,7 +413,8 @@ class Relay:
                 break
 
     def _backoff(self, failures: int) -> float:
-        return random.uniform(0, min(self.config.max_backoff_s, 0.2 * 2**failures))
+        # The one policy of core/retry.py; Kafka outages are waited out forever.
+        return RetryPolicy(base_s=0.4, max_s=self.config.max_backoff_s).delay(failures)
 
     def stop(self) -> None:
         self.stopping.set()

@@ -16,7 +16,7 @@ from typing import Any
 
 import psycopg
 
-from handoff.relay.outbox_sql import (
+from handoff.core.outbox_sql import (
     JOIN,
     RELAY_LOCK_CLASS,
     RELAY_MEMBER_CLASS,

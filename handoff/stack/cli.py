@@ -4,23 +4,21 @@ from __future__ import annotations
 
 import shlex
 import sys
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from pydantic import ValidationError
-from rich.console import Console
 from rich.table import Table
 
 from handoff.core.errors import HandoffError
 from handoff.core.settings import default_home, load_settings
+from handoff.stack.cli_common import YesOpt, _admin, _confirm, console
+from handoff.stack.cli_consumers import consume, quarantine_app
 
 if TYPE_CHECKING:
-    import psycopg
-
     from handoff.stack.local import LocalStack
     from handoff.stack.part import PartStatus
 
-console = Console(stderr=True)
 app = typer.Typer(no_args_is_help=True, help="Handoff: explicit service ownership of work.")
 stack_app = typer.Typer(no_args_is_help=True, help="The local stack: PostgreSQL, Kafka, registry.")
 db_app = typer.Typer(no_args_is_help=True, help="Database migrations.")
@@ -30,6 +28,8 @@ service_app = typer.Typer(no_args_is_help=True, help="Services and their credent
 app.add_typer(service_app, name="service")
 schemas_app = typer.Typer(no_args_is_help=True, help="The Avro event schemas in schemas/.")
 app.add_typer(schemas_app, name="schemas")
+app.add_typer(quarantine_app, name="quarantine")
+app.command("consume")(consume)
 
 PartsArg = Annotated[
     list[str] | None,
@@ -122,24 +122,6 @@ def service_add(
 
 ServiceArg = Annotated[str, typer.Argument(help="The service's name.")]
 TenantOpt = Annotated[str, typer.Option("--tenant", help="Tenant the service acts in.")]
-YesOpt = Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")]
-
-
-def _admin() -> psycopg.Connection[Any]:
-    """The admin role's connection (CREATEROLE), autocommit: each step its own transaction."""
-    import psycopg
-
-    return psycopg.connect(load_settings().database_url, autocommit=True)
-
-
-def _confirm(question: str, yes: bool) -> None:
-    if yes:
-        return
-    if not sys.stdin.isatty():
-        console.print(f"[red]refused[/red]: {question} Pass --yes to confirm without a terminal.")
-        raise typer.Exit(2)
-    if not typer.confirm(question):
-        raise typer.Exit(1)
 
 
 @service_app.command("list")

@@ -7,8 +7,6 @@ credential: one database round trip per emit. The first acceptance answers
 
 from __future__ import annotations
 
-import asyncio
-import random
 import time
 from typing import Annotated, Any
 
@@ -22,6 +20,7 @@ from handoff.core.emitter import emit_http
 from handoff.core.errors import ContractError, HandoffError, TransientConflict
 from handoff.core.identity import Credential
 from handoff.core.models import CreateRequest, HandoffRequest, Identifier, Receipt, StartRunRequest
+from handoff.core.retry import CONFLICTS
 from handoff.tracker.auth import Writer
 
 router = APIRouter(prefix="/v1", tags=["emit"])
@@ -34,7 +33,6 @@ EMIT_SECONDS = Histogram(
     buckets=(0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 1.0),
 )
 
-CONFLICT_RETRIES = 10
 
 RESPONSES: dict[int | str, dict[str, Any]] = {
     200: {"description": "identical retry: the original receipt"},
@@ -62,15 +60,11 @@ async def _emit(
     try:
         # Serialization failures and deadlocks are retried here, with the
         # identical request (same event id), never answered as a 5xx.
-        for attempt in range(CONFLICT_RETRIES):
-            try:
-                async with pool.connection() as conn:
-                    receipt = await emit_http(conn, caller, body, document_id)
-                break
-            except TransientConflict:
-                if attempt == CONFLICT_RETRIES - 1:
-                    raise
-                await asyncio.sleep(random.uniform(0, 0.002 * 2**attempt))
+        async def once() -> Receipt:
+            async with pool.connection() as conn:
+                return await emit_http(conn, caller, body, document_id)
+
+        receipt = await CONFLICTS.run_async(once, retry_on=(TransientConflict,))
         if receipt.replayed:
             code = "Replayed"
         return _receipt(receipt)

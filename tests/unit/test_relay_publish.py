@@ -11,7 +11,7 @@ from typing import Any
 
 from handoff.core.events import current_schema
 from handoff.core.settings import HandoffSettings
-from handoff.relay.outbox_sql import IdArray
+from handoff.core.outbox_sql import IdArray
 from handoff.relay.relay import InFlight, Relay, Row
 from handoff.relay.settings import RelaySettings
 

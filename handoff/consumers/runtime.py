@@ -1,0 +1,284 @@
+"""The consumer process: read Kafka, filter, decode, run units, then commit offsets.
+
+    Runtime(app, settings, config).run()      # what `handoff consume module:app` does
+
+Order of a poll: messages -> header filter -> decode -> one unit of work
+(units.py) -> database commit -> Kafka offset commit. Offsets never run
+ahead of the database, so a kill -9 at any point redelivers at most the
+uncommitted batch, which the guard absorbs. Between polls the sweeper takes
+back parked events and quarantine retries; lag and pending work are
+measured for /metrics.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import threading
+import time
+from collections.abc import Callable
+from functools import partial
+from typing import Any
+
+import psycopg
+from confluent_kafka import OFFSET_INVALID, KafkaError, Message, TopicPartition
+from confluent_kafka import Consumer as KafkaConsumer
+from psycopg.conninfo import make_conninfo
+
+from handoff.consumers import metrics
+from handoff.consumers.app import Consumer
+from handoff.consumers.decoding import Decoder, reader_schema
+from handoff.consumers.event import Position
+from handoff.consumers.settings import ConsumerSettings
+from handoff.consumers.units import ConnectionLost, Item, Processor, sweep
+from handoff.core.errors import ConfigurationError, DatabaseUnavailable, MalformedEvent, Unavailable
+from handoff.core.guards_sql import PENDING, WHOAMI
+from handoff.core.retry import RetryPolicy
+from handoff.core.settings import HandoffSettings
+
+log = logging.getLogger("handoff.consumers")
+
+
+def _headers(msg: Message) -> dict[str, str]:
+    found: dict[str, str] = {}
+    for header in msg.headers() or []:
+        name, value = header[0], header[1]
+        if isinstance(value, bytes):
+            found[name] = value.decode("utf-8", "replace")
+        elif isinstance(value, str):
+            found[name] = value
+    return found
+
+
+class Runtime:
+    def __init__(
+        self,
+        app: Consumer,
+        settings: HandoffSettings,
+        config: ConsumerSettings | None = None,
+    ) -> None:
+        if not app.handlers:
+            raise ConfigurationError(f"consumer {app.name} has no handlers; add one first")
+        self.app, self.settings = app, settings
+        self.config = config or ConsumerSettings()
+        self.stopping = threading.Event()
+        self.tenant = ""
+        self._outage = RetryPolicy(base_s=0.2, max_s=5.0)
+        self._conn: psycopg.Connection[Any] | None = None
+        self._reads: psycopg.Connection[Any] | None = None
+        self._processed = 0
+
+    # -- connections -----------------------------------------------------------------
+
+    def _conninfo(self) -> str:
+        cred = self.app.credential
+        return make_conninfo(self.settings.database_url, user=cred.role, password=cred.secret)
+
+    def _connect(self) -> tuple[psycopg.Connection[Any], psycopg.Connection[Any]]:
+        failures = 0
+        while True:
+            try:
+                conn = psycopg.connect(self._conninfo(), autocommit=False, connect_timeout=10)
+                reads = psycopg.connect(self._conninfo(), autocommit=True, connect_timeout=10)
+                break
+            except psycopg.OperationalError as exc:
+                if "password authentication failed" in str(exc):
+                    raise ConfigurationError(
+                        f"PostgreSQL refused the credential of {self.app.name}: check "
+                        f"{self.app._credential_env} (handoff service rotate prints a new one)"
+                    ) from exc
+                failures += 1
+                log.warning("database unreachable (%s); retrying", exc)
+                if self.stopping.wait(self._outage.delay(failures)):
+                    raise DatabaseUnavailable("stopped while waiting for the database") from exc
+        row = reads.execute(WHOAMI).fetchone()
+        assert row is not None
+        tenant, name = row
+        if name != self.app.name:
+            raise ConfigurationError(
+                f"the credential belongs to service {name}, not to consumer {self.app.name}"
+            )
+        self.tenant = tenant
+        return conn, reads
+
+    def _reconnect(self) -> None:
+        for conn in (self._conn, self._reads):
+            if conn is not None and not conn.closed:
+                conn.close()
+        self._conn, self._reads = self._connect()
+        self.processor = Processor(self.app, self._conn, self.config)
+
+    # -- Kafka ------------------------------------------------------------------------
+
+    def _kafka(self) -> KafkaConsumer:
+        group = self.config.group or f"handoff.{self.tenant}.{self.app.name}"
+        consumer = KafkaConsumer(
+            {
+                "bootstrap.servers": self.settings.kafka_bootstrap,
+                "group.id": group,
+                "client.id": f"handoff-{self.app.name}-{os.getpid()}",
+                # Offsets are committed by hand, after the database commit.
+                "enable.auto.commit": False,
+                "enable.auto.offset.store": False,
+                "auto.offset.reset": "earliest",
+                "enable.partition.eof": False,
+                "logger": log,
+            }
+        )
+        consumer.subscribe(self.config.topics)
+        return consumer
+
+    def _item(self, msg: Message, decoder: Decoder) -> Item | None:
+        """The header filter, then decoding; None for a message not meant for us."""
+        headers = _headers(msg)
+        position = Position(
+            msg.topic() or "",
+            msg.partition() or 0,
+            msg.offset() or 0,
+            msg.key(),
+            msg.value() or b"",
+            headers,
+        )
+        event_type = headers.get("eventType")
+        if event_type is not None and "tenant" in headers:
+            owner = headers.get("owner") or None
+            if not self.app.wants(event_type, owner, headers["tenant"], self.tenant):
+                metrics.EVENTS.labels(self.app.name, "filtered").inc()
+                return None
+        failures = 0
+        while True:
+            try:
+                event = decoder.decode(msg.value(), position)
+                break
+            except MalformedEvent as exc:
+                return Item(position, malformed=exc)
+            except Unavailable as exc:  # the registry, not the message: wait for it
+                failures += 1
+                log.warning("%s; retrying", exc)
+                if self.stopping.wait(self._outage.delay(failures)):
+                    raise
+        # Without headers (another producer), the filter runs on the envelope.
+        if not self.app.wants(event.event_type, event.owner, event.tenant_id, self.tenant):
+            metrics.EVENTS.labels(self.app.name, "filtered").inc()
+            return None
+        return Item(position, event=event)
+
+    # -- the loop ---------------------------------------------------------------------
+
+    def _guarded(self, work: Callable[[], None]) -> bool:
+        """Run ``work`` until it gets through a database outage; False if stopped."""
+        failures = 0
+        while not self.stopping.is_set():
+            try:
+                work()
+                return True
+            except (ConnectionLost, psycopg.OperationalError, DatabaseUnavailable) as exc:
+                failures += 1
+                log.warning("database connection lost (%s); reconnecting", exc)
+                if self.stopping.wait(self._outage.delay(failures)):
+                    return False
+                try:
+                    self._reconnect()
+                except DatabaseUnavailable:
+                    return False
+        return False
+
+    def run(self, *, idle_exit_s: float | None = None) -> int:
+        """Consume until stopped (or idle for ``idle_exit_s``). Returns messages processed."""
+        self._reconnect()
+        decoder = Decoder(
+            self.settings.schema_registry_url, reader_schema(self.config.reader_schema_version)
+        )
+        consumer = self._kafka()
+        log.info(
+            "consumer %s (tenant %s) reading %s as group %s, batch %d, reader schema v%d",
+            self.app.name,
+            self.tenant,
+            ",".join(self.config.topics),
+            self.config.group or f"handoff.{self.tenant}.{self.app.name}",
+            self.config.batch_size,
+            decoder.reader_version,
+        )
+        next_sweep = next_measure = 0.0
+        last_message = time.monotonic()
+        rate_mark, rate_count = time.monotonic(), 0
+        try:
+            while not self.stopping.is_set():
+                msgs = consumer.consume(self.config.batch_size, self.config.poll_timeout_s)
+                usable = [m for m in msgs if not self._kafka_error(m)]
+                if usable:
+                    last_message = time.monotonic()
+                    items = [i for m in usable if (i := self._item(m, decoder)) is not None]
+                    if items and not self._guarded(partial(self._run_batch, items)):
+                        break  # stopped mid-outage: these offsets stay uncommitted
+                    if self.config.fault_kill_after_commit and items:
+                        os.kill(os.getpid(), signal.SIGKILL)
+                    self._commit(consumer, usable)
+                    self._processed += len(usable)
+                now = time.monotonic()
+                if now >= next_sweep:
+                    self._guarded(lambda: self._sweep(decoder))
+                    next_sweep = now + self.config.sweep_interval_s
+                if now >= next_measure:
+                    metrics.RATE.labels(self.app.name).set(
+                        (self._processed - rate_count) / max(now - rate_mark, 1e-9)
+                    )
+                    rate_mark, rate_count = now, self._processed
+                    self._guarded(lambda: self._measure(consumer))
+                    next_measure = now + self.config.metrics_interval_s
+                if idle_exit_s is not None and now - last_message > idle_exit_s:
+                    break
+        finally:
+            consumer.close()
+            decoder.close()
+            for conn in (self._conn, self._reads):
+                if conn is not None:
+                    conn.close()
+        return self._processed
+
+    def _run_batch(self, items: list[Item]) -> None:
+        self.processor.run_batch(items)
+
+    def _kafka_error(self, msg: Message) -> bool:
+        error = msg.error()
+        if error is None:
+            return False
+        if error.code() != KafkaError._PARTITION_EOF:
+            log.warning("Kafka: %s", error)
+        return True
+
+    def _commit(self, consumer: KafkaConsumer, msgs: list[Message]) -> None:
+        """Offsets after the database commit; asynchronous, the guard covers a lost one."""
+        ends: dict[tuple[str, int], int] = {}
+        for msg in msgs:
+            key = (msg.topic() or "", msg.partition() or 0)
+            ends[key] = max(ends.get(key, -1), (msg.offset() or 0) + 1)
+        offsets = [TopicPartition(t, p, o) for (t, p), o in ends.items()]
+        try:
+            consumer.commit(offsets=offsets, asynchronous=True)
+        except Exception as exc:  # e.g. during a rebalance: redelivered, absorbed
+            log.warning("offset commit failed (%s); the events will be redelivered", exc)
+
+    def _sweep(self, decoder: Decoder) -> None:
+        assert self._reads is not None
+        sweep(self.processor, self._reads, decoder)
+
+    def _measure(self, consumer: KafkaConsumer) -> None:
+        assert self._reads is not None
+        row = self._reads.execute(PENDING).fetchone()
+        if row:
+            metrics.QUARANTINED.labels(self.app.name).set(row[0])
+            metrics.PARKED.labels(self.app.name).set(row[1])
+            metrics.OLDEST_PENDING.labels(self.app.name).set(row[2])
+        try:
+            assigned = consumer.assignment()
+            for tp in consumer.position(assigned):
+                _, high = consumer.get_watermark_offsets(tp, timeout=2, cached=False)
+                behind = high - tp.offset if tp.offset != OFFSET_INVALID else high
+                metrics.LAG.labels(self.app.name, tp.topic, str(tp.partition)).set(max(behind, 0))
+        except Exception as exc:  # lag is best effort; the loop goes on
+            log.debug("lag not measured: %s", exc)
+
+    def stop(self) -> None:
+        self.stopping.set()

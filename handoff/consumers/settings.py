@@ -1,0 +1,75 @@
+"""Consumer settings (``HANDOFF_CONSUMER_*``), with defaults and validation."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from handoff.core.retry import RetryPolicy
+
+
+class ConsumerSettings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="HANDOFF_CONSUMER_", extra="ignore")
+
+    topics: Annotated[
+        list[str],
+        Field(description='Topics to read (JSON list); the relay\'s default is "handoff.events".'),
+    ] = ["handoff.events"]
+    group: Annotated[
+        str | None,
+        Field(description="Kafka consumer group; default handoff.<tenant>.<consumer>."),
+    ] = None
+    batch_size: Annotated[
+        int,
+        Field(
+            ge=1,
+            le=10_000,
+            description="Events per database transaction. 1 for non-idempotent effects "
+            "[Lambda batch size 1]; larger for cheap idempotent ones.",
+        ),
+    ] = 100
+    max_deliveries: Annotated[
+        int,
+        Field(ge=1, le=100, description="Failed attempts before quarantine [SQS maxReceiveCount]."),
+    ] = 3
+    retry_budget_s: Annotated[
+        float, Field(gt=0, description="Time one event may spend in retries before quarantine.")
+    ] = 30.0
+    retry_base_s: Annotated[float, Field(ge=0, description="First backoff step.")] = 0.2
+    retry_max_s: Annotated[float, Field(ge=0, description="Longest single backoff wait.")] = 5.0
+    gap_wait_s: Annotated[
+        float,
+        Field(
+            ge=0,
+            description="How long an event waits for an earlier version before the consumer "
+            "reconciles from the database's state.",
+        ),
+    ] = 10.0
+    sweep_interval_s: Annotated[
+        float, Field(gt=0, description="How often parked and retried events are looked at.")
+    ] = 1.0
+    poll_timeout_s: Annotated[float, Field(gt=0, description="Longest wait for messages.")] = 0.5
+    metrics_interval_s: Annotated[
+        float, Field(gt=0, description="How often lag and pending work are measured.")
+    ] = 5.0
+    reader_schema_version: Annotated[
+        int | None,
+        Field(ge=1, description="Read events as this schema version (default: the newest)."),
+    ] = None
+    fault_kill_after_commit: Annotated[
+        bool,
+        Field(
+            description="Test only: kill -9 this consumer right after a database commit and "
+            "before the offset commit, to prove the guard absorbs the redelivery."
+        ),
+    ] = False
+
+    def retry_policy(self) -> RetryPolicy:
+        return RetryPolicy(
+            attempts=self.max_deliveries,
+            base_s=self.retry_base_s,
+            max_s=self.retry_max_s,
+            budget_s=self.retry_budget_s,
+        )

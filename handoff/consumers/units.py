@@ -1,0 +1,300 @@
+"""The work of a consumer on its database: guard, ordering, handler, set-aside; retries.
+
+One unit of work (core/tx.py) per batch: the guard rows, the positions, the
+handlers' effects and their next handoffs commit together or not at all.
+The Kafka offset is committed by the runtime only after that commit, so a
+crash anywhere redelivers, and the guard turns the redelivery into a no-op.
+
+A batch that fails is rolled back and its events are taken one at a time,
+so one poison event costs its neighbours a second try, never their effect.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import psycopg
+from psycopg.types.json import Jsonb
+
+from handoff.consumers import metrics
+from handoff.consumers.app import Consumer, Handler
+from handoff.consumers.decoding import Decoder
+from handoff.consumers.event import Event, Position
+from handoff.consumers.failures import Category, HeldBack, classify, describe
+from handoff.consumers.settings import ConsumerSettings
+from handoff.core.errors import MalformedEvent
+from handoff.core.guards_sql import BEGIN, DUE, HOLD, TAKE
+from handoff.core.tx import HandoffTx, transact
+
+log = logging.getLogger("handoff.consumers")
+
+SWEEP_LIMIT = 200
+
+
+@dataclass
+class Item:
+    """One message to process: decoded (``event``) or not (``malformed``).
+
+    ``kind``/``entry`` name set-aside work taken back ("parked" or
+    "quarantine" and its id); ``expired``: a gap whose wait ran out.
+    """
+
+    position: Position
+    event: Event | None = None
+    malformed: MalformedEvent | None = None
+    kind: str | None = None
+    entry: int | None = None
+    expired: bool = False
+
+
+class StillWaiting(Exception):
+    """Set-aside work that must keep waiting: the unit rolls back and leaves it."""
+
+
+class ConnectionLost(Exception):
+    """The database session broke; the runtime reconnects and takes the batch again."""
+
+
+def _identity(item: Item) -> dict[str, Any]:
+    if item.event is not None:
+        return item.event.identity()
+    return {
+        "topic": item.position.topic,
+        "partition": item.position.partition,
+        "offset": item.position.offset,
+        "eventId": item.position.headers.get("eventId"),
+        "eventType": item.position.headers.get("eventType"),
+    }
+
+
+class Processor:
+    def __init__(
+        self,
+        app: Consumer,
+        conn: psycopg.Connection[Any],
+        config: ConsumerSettings,
+        *,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        self.app, self.conn, self.config = app, conn, config
+        self.policy = config.retry_policy()
+        self._sleep = sleep
+        self._types = app.event_types
+        self.failed: Item | None = None
+
+    # -- one unit ----------------------------------------------------------------
+
+    def _hold(
+        self,
+        tx: HandoffTx,
+        reason: str,
+        item: Item,
+        *,
+        category: Category | None = None,
+        error: str | None = None,
+        attempts: int = 1,
+        wait_s: float | None = None,
+    ) -> None:
+        handler = self._handler(item)
+        tx.execute(
+            HOLD,
+            {
+                "reason": reason,
+                "event": Jsonb(_identity(item)),
+                "key": item.position.key,
+                "value": item.position.value,
+                "headers": Jsonb(item.position.headers),
+                "category": category.value if category else None,
+                "error": error,
+                "attempts": attempts,
+                "handler": handler.name if handler else None,
+                "handler_version": handler.version if handler else None,
+                "wait_s": wait_s,
+            },
+        )
+
+    def _handler(self, item: Item) -> Handler | None:
+        return self.app.handlers.get(item.event.event_type) if item.event else None
+
+    def unit(self, tx: HandoffTx, items: list[Item], *, reconcile: bool = False) -> list[str]:
+        """Guard, order and handle ``items`` (all decoded) in ``tx``; one verdict each."""
+        set_aside = items[0].kind if len(items) == 1 else None
+        if set_aside is not None:
+            taken = tx.execute(TAKE, {"kind": set_aside, "id": items[0].entry}).fetchone()
+            if not (taken and taken[0]):
+                return ["gone"]  # another process of this consumer took it first
+        events = [item.event.identity() for item in items if item.event is not None]
+        params = {
+            "events": Jsonb(events),
+            "types": self._types,
+            "owner": self.app.owner,
+            "reconcile": reconcile,
+        }
+        verdicts = tx.execute(BEGIN, params).fetchall()
+        for item, (verdict, detail) in zip(items, verdicts, strict=True):
+            assert item.event is not None
+            if verdict == "apply":
+                self.failed = item  # until the handler returns: the batch's culprit
+                self._apply(tx, item.event, detail)
+                self.failed = None
+            elif verdict in ("park", "gap") and set_aside is not None:
+                raise StillWaiting(verdict)
+            elif verdict == "park":
+                self._hold(tx, "behind_quarantine", item)
+            elif verdict == "gap":
+                self._hold(tx, "gap", item, wait_s=self.config.gap_wait_s)
+            elif verdict == "future":
+                raise HeldBack(Category.UNEXPECTED_VERSION, f"unexpected future version: {detail}")
+            elif verdict == "conflict":
+                raise HeldBack(
+                    Category.CONFLICTING_REUSE,
+                    f"event id {item.event.event_id} was taken before with other content",
+                )
+        return [verdict for verdict, _ in verdicts]
+
+    def _apply(self, tx: HandoffTx, event: Event, skipped: str | None) -> None:
+        handler = self.app.handlers[event.event_type]
+        if skipped:
+            # The wait for earlier versions ran out: the database holds them,
+            # and this event carries the state after them (DESIGN.md "Events").
+            log.info(
+                "%s: %s v%s reconciled past versions %s",
+                self.app.name,
+                event.document_id,
+                event.version,
+                skipped,
+            )
+        rejected = len(tx.rejections)
+        handler.fn(event, tx)
+        if len(tx.rejections) > rejected:
+            # The handler's handoff was refused: an invalid transition. The
+            # unit rolls back, so the guard lets a repaired retry through.
+            tx.rejections[rejected].raise_()
+
+    # -- running units -------------------------------------------------------------
+
+    def _transact(self, items: list[Item], reconcile: bool = False) -> list[str]:
+        started = time.perf_counter()
+        try:
+            with self.conn.pipeline():
+                return transact(self.conn, lambda tx: self.unit(tx, items, reconcile=reconcile))
+        except psycopg.Error as exc:
+            if self.conn.broken or self.conn.closed:
+                raise ConnectionLost(str(exc)) from exc
+            raise
+        finally:
+            metrics.UNIT_SECONDS.labels(self.app.name).observe(time.perf_counter() - started)
+
+    def _lost(self) -> bool:
+        return self.conn.broken or self.conn.closed
+
+    def run_batch(self, items: list[Item]) -> None:
+        """All of ``items`` in one unit; on any failure, each alone."""
+        decoded = [item for item in items if item.event is not None]
+        for item in items:
+            if item.event is None:
+                self.run_one(item)
+        self.failed = None
+        if len(decoded) > 1:
+            try:
+                self._count(self._transact(decoded))
+                return
+            except ConnectionLost:
+                raise
+            except Exception as exc:  # a poison event among them: isolate it
+                if self._lost():
+                    raise ConnectionLost(str(exc)) from exc
+                log.info(
+                    "%s: batch of %d failed (%s); one by one", self.app.name, len(decoded), exc
+                )
+        culprit, self.failed = self.failed, None
+        for item in decoded:
+            # The handler call that failed the batch counts as a delivery.
+            self.run_one(item, spent=1 if item is culprit else 0)
+
+    def run_one(self, item: Item, *, spent: int = 0) -> None:
+        """One event, retried by its failure class; quarantined when retries cannot help."""
+        if item.malformed is not None:
+            self.quarantine(item, Category.MALFORMED, describe(item.malformed), 1)
+            return
+        deadline = time.monotonic() + self.policy.budget_s
+        attempts = spent
+        while True:
+            attempts += 1
+            try:
+                self._count(self._transact([item], reconcile=item.expired))
+                return
+            except StillWaiting:
+                return
+            except ConnectionLost:
+                raise
+            except Exception as exc:
+                if self._lost():
+                    raise ConnectionLost(str(exc)) from exc
+                category, retryable = classify(exc)
+                wait = self.policy.delay(attempts)
+                if (
+                    retryable
+                    and attempts < self.policy.attempts
+                    and (time.monotonic() + wait <= deadline)
+                ):
+                    metrics.RETRIES.labels(self.app.name, category.value).inc()
+                    log.warning(
+                        "%s: attempt %d at %s failed (%s); retrying",
+                        self.app.name,
+                        attempts,
+                        _where(item),
+                        describe(exc),
+                    )
+                    self._sleep(wait)
+                    continue
+                self.quarantine(item, category, describe(exc), attempts)
+                return
+
+    def quarantine(self, item: Item, category: Category, error: str, attempts: int) -> None:
+        """Set the event aside for a person; its document's later events wait behind it."""
+
+        def record(tx: HandoffTx) -> None:
+            if item.kind == "parked":
+                tx.execute(TAKE, {"kind": "parked", "id": item.entry})
+            self._hold(tx, "quarantine", item, category=category, error=error, attempts=attempts)
+
+        try:
+            transact(self.conn, record)
+        except psycopg.Error as exc:
+            if self._lost():
+                raise ConnectionLost(str(exc)) from exc
+            raise
+        metrics.EVENTS.labels(self.app.name, "quarantined").inc()
+        log.error("%s: quarantined %s: %s: %s", self.app.name, _where(item), category, error)
+
+    def _count(self, verdicts: list[str]) -> None:
+        for verdict in verdicts:
+            outcome = {"apply": "applied", "park": "parked", "conflict": "quarantined"}.get(
+                verdict, verdict
+            )
+            metrics.EVENTS.labels(self.app.name, outcome).inc()
+
+
+def _where(item: Item) -> str:
+    p = item.position
+    what = f"{item.event.document_id} v{item.event.version}" if item.event else "undecodable"
+    return f"{what} ({p.topic}[{p.partition}]@{p.offset})"
+
+
+def sweep(processor: Processor, reads: psycopg.Connection[Any], decoder: Decoder) -> int:
+    """Take back parked events whose turn came and the retries a person asked for."""
+    rows = reads.execute(DUE, {"limit": SWEEP_LIMIT}).fetchall()
+    for kind, entry, topic, partition, offset, key, value, headers, expired in rows:
+        position = Position(topic, partition, offset, key, bytes(value or b""), headers)
+        item = Item(position, kind=kind, entry=entry, expired=expired)
+        try:
+            item.event = decoder.decode(position.value, position)
+        except MalformedEvent as exc:
+            item.malformed = exc
+        processor.run_one(item)
+    return len(rows)

@@ -1,0 +1,31 @@
+"""Named statements of the consumer family: guard, positions, parked and quarantined events.
+
+Consumers run them as their own service role; the functions (migration
+0004) take the consumer's name and tenant from the session.
+"""
+
+from __future__ import annotations
+
+WHOAMI = "SELECT tenant_id, name FROM handoff.consumer_whoami()"
+
+# Guard and ordering for a batch, one round trip: one (verdict, detail) per event.
+BEGIN = """
+SELECT verdict, detail
+  FROM handoff.consumer_begin(%(events)s, %(types)s, %(owner)s, %(reconcile)s)
+"""
+
+HOLD = """
+SELECT handoff.consumer_hold(%(reason)s, %(event)s, %(key)s, %(value)s, %(headers)s,
+                             %(category)s, %(error)s, %(attempts)s, %(handler)s,
+                             %(handler_version)s, %(wait_s)s)
+"""
+
+DUE = """
+SELECT kind, id, topic, kafka_partition, kafka_offset, message_key, message_value, headers,
+       expired
+  FROM handoff.consumer_due(%(limit)s)
+"""
+
+TAKE = "SELECT handoff.consumer_take(%(kind)s, %(id)s)"
+
+PENDING = "SELECT quarantined, parked, oldest_s FROM handoff.consumer_pending()"

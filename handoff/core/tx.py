@@ -1,0 +1,217 @@
+"""The unit of work: one PostgreSQL transaction that rolls back unless committed.
+
+    with handoff_tx(conn) as tx:
+        tx.execute("INSERT INTO review.notes ...", (...,))      # a local effect
+        result = tx.emit(event_id=..., event_type="approved", ...)
+        if isinstance(result, Rejection):
+            ...                                                 # decide; or result.raise_()
+        tx.commit()
+
+Inside a unit ``emit`` answers a ``Receipt`` or a ``Rejection`` and never
+raises for a refusal: the rejection row is part of the unit and commits
+with it (DESIGN.md "Transactions"). Only ``HandoffClient`` raises.
+
+A serialization failure or deadlock aborts the whole transaction, so it is
+the unit that is retried, not the statement: ``transact(conn, work)`` runs
+``work(tx)`` in a fresh unit until it commits, under the one backoff policy
+of ``core/retry.py``. ``work`` must therefore do nothing outside the
+database that it would regret doing twice.
+
+Isolation is READ COMMITTED, PostgreSQL's default: the emit function's
+checks are conditions of its UPDATE (see migration 0001), and a consumer's
+guard is a primary key, so no unit needs a stronger level to be correct.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, suppress
+from datetime import datetime
+from typing import Any, LiteralString, TypeVar
+
+import psycopg
+from psycopg import pq
+
+from handoff.core.db import translated
+from handoff.core.emitter import emit_in
+from handoff.core.errors import ConfigurationError, TransientConflict
+from handoff.core.models import (
+    CreateRequest,
+    HandoffRequest,
+    Receipt,
+    Rejection,
+    StartRunRequest,
+    validated,
+)
+from handoff.core.retry import CONFLICTS, RetryPolicy
+
+T = TypeVar("T")
+
+
+class TxStatus(enum.Enum):
+    ACTIVE = "active"
+    COMMITTED = "committed"
+    ROLLED_BACK = "rolled back"
+
+
+class HandoffTx:
+    """One open unit on a connection logged in as a service's own role."""
+
+    def __init__(self, conn: psycopg.Connection[Any]) -> None:
+        self.conn = conn
+        self.status = TxStatus.ACTIVE
+        self.receipts: list[Receipt] = []
+        self.rejections: list[Rejection] = []
+
+    def _active(self) -> None:
+        if self.status is not TxStatus.ACTIVE:
+            raise ConfigurationError(f"this unit of work is already {self.status.value}")
+
+    def execute(self, query: LiteralString, params: Any = None) -> psycopg.Cursor[Any]:
+        """Run a statement of the caller's own (a local effect) in this unit."""
+        self._active()
+        with translated():
+            return self.conn.execute(query, params)
+
+    def _send(
+        self, request: CreateRequest | HandoffRequest | StartRunRequest, doc: str | None = None
+    ) -> Receipt | Rejection:
+        self._active()
+        result = emit_in(self.conn, request, doc)
+        (self.receipts if isinstance(result, Receipt) else self.rejections).append(result)  # type: ignore[arg-type]
+        return result
+
+    def create(
+        self,
+        *,
+        event_id: str,
+        document_id: str,
+        owner: str,
+        status: str,
+        due_at: datetime | None = None,
+        data: dict[str, Any] | None = None,
+        event_type: str = "created",
+        correlation_id: str | None = None,
+        causation_id: str | None = None,
+    ) -> Receipt | Rejection:
+        """Initial assignment, in this unit."""
+        return self._send(
+            validated(
+                CreateRequest,
+                event_id=event_id,
+                document_id=document_id,
+                owner=owner,
+                status=status,
+                due_at=due_at,
+                data=data,
+                event_type=event_type,
+                correlation_id=correlation_id,
+                causation_id=causation_id,
+            )
+        )
+
+    def emit(
+        self,
+        *,
+        event_id: str,
+        event_type: str,
+        document_id: str,
+        next_owner: str | None,
+        status: str,
+        expected_version: int,
+        sender: str | None = None,
+        due_at: datetime | None = None,
+        data: dict[str, Any] | None = None,
+        run_id: int | None = None,
+        correlation_id: str | None = None,
+        causation_id: str | None = None,
+    ) -> Receipt | Rejection:
+        """Handoff, progress or completion, in this unit."""
+        return self._send(
+            validated(
+                HandoffRequest,
+                event_id=event_id,
+                event_type=event_type,
+                document_id=document_id,
+                next_owner=next_owner,
+                status=status,
+                expected_version=expected_version,
+                sender=sender,
+                due_at=due_at,
+                data=data,
+                run_id=run_id,
+                correlation_id=correlation_id,
+                causation_id=causation_id,
+            )
+        )
+
+    def start_run(
+        self,
+        *,
+        event_id: str,
+        document_id: str,
+        owner: str,
+        status: str,
+        due_at: datetime | None = None,
+        data: dict[str, Any] | None = None,
+        event_type: str = "run-started",
+    ) -> Receipt | Rejection:
+        """A new run of a finished document, in this unit."""
+        request = validated(
+            StartRunRequest,
+            event_id=event_id,
+            owner=owner,
+            status=status,
+            due_at=due_at,
+            data=data,
+            event_type=event_type,
+        )
+        return self._send(request, document_id)
+
+    def commit(self) -> None:
+        """Commit now. A lost connection here means the outcome is unknown."""
+        self._active()
+        with translated():
+            self.conn.commit()
+        self.status = TxStatus.COMMITTED
+
+    def rollback(self) -> None:
+        if self.status is TxStatus.ACTIVE:
+            self.status = TxStatus.ROLLED_BACK
+            if not self.conn.closed:
+                self.conn.rollback()
+
+
+@contextmanager
+def handoff_tx(conn: psycopg.Connection[Any]) -> Iterator[HandoffTx]:
+    """A unit of work on ``conn`` (autocommit off, none open); rolls back unless committed."""
+    if conn.autocommit:
+        raise ConfigurationError("handoff_tx needs a connection with autocommit off")
+    if conn.info.transaction_status is not pq.TransactionStatus.IDLE:
+        raise ConfigurationError("handoff_tx needs a connection with no transaction open")
+    tx = HandoffTx(conn)
+    try:
+        yield tx
+    finally:
+        # A broken connection has nothing left to undo.
+        with suppress(psycopg.Error):
+            tx.rollback()
+
+
+def transact(
+    conn: psycopg.Connection[Any],
+    work: Callable[[HandoffTx], T],
+    *,
+    policy: RetryPolicy = CONFLICTS,
+) -> T:
+    """Run ``work`` in a unit and commit it; retry the whole unit on conflicts."""
+
+    def once() -> T:
+        with handoff_tx(conn) as tx:
+            result = work(tx)
+            if tx.status is TxStatus.ACTIVE:
+                tx.commit()
+            return result
+
+    return policy.run(once, retry_on=(TransientConflict,))

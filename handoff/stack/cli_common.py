@@ -1,0 +1,35 @@
+"""What the ``handoff`` commands share: the console, the admin connection, confirmations."""
+
+from __future__ import annotations
+
+import sys
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+from rich.console import Console
+
+from handoff.core.settings import load_settings
+
+if TYPE_CHECKING:
+    import psycopg
+
+console = Console(stderr=True)
+
+YesOpt = Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")]
+
+
+def _admin() -> psycopg.Connection[Any]:
+    """The admin role's connection (CREATEROLE), autocommit: each step its own transaction."""
+    import psycopg
+
+    return psycopg.connect(load_settings().database_url, autocommit=True)
+
+
+def _confirm(question: str, yes: bool) -> None:
+    if yes:
+        return
+    if not sys.stdin.isatty():
+        console.print(f"[red]refused[/red]: {question} Pass --yes to confirm without a terminal.")
+        raise typer.Exit(2)
+    if not typer.confirm(question):
+        raise typer.Exit(1)

@@ -1,0 +1,199 @@
+"""``handoff consume MODULE:APP`` and ``handoff quarantine list|show|retry|discard``."""
+
+from __future__ import annotations
+
+import getpass
+import importlib
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+from rich.table import Table
+
+from handoff.core.errors import ConfigurationError
+from handoff.core.settings import load_settings
+from handoff.stack.cli_common import YesOpt, _admin, _confirm, console
+
+if TYPE_CHECKING:
+    from handoff.consumers.app import Consumer
+
+quarantine_app = typer.Typer(
+    no_args_is_help=True, help="Events consumers could not process, and what to do with them."
+)
+
+
+def load_app(target: str) -> Consumer:
+    """``package.module:name`` -> the ``Consumer`` it names (the current folder is importable)."""
+    from handoff.consumers.app import Consumer
+
+    module_name, _, attr = target.partition(":")
+    if not module_name or not attr:
+        raise ConfigurationError(f"{target!r}: expected MODULE:APP, e.g. myservice.consumers:app")
+    if str(Path.cwd()) not in sys.path:
+        sys.path.insert(0, str(Path.cwd()))
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise ConfigurationError(f"cannot import {module_name}: {exc}") from exc
+    found = getattr(module, attr, None)
+    if not isinstance(found, Consumer):
+        raise ConfigurationError(
+            f"{target} is {type(found).__name__}, not a handoff.consumers.Consumer"
+        )
+    return found
+
+
+def consume(
+    target: Annotated[str, typer.Argument(help="The consumer app, as MODULE:APP.")],
+    batch_size: Annotated[
+        int | None,
+        typer.Option(help="Events per transaction; 1 for non-idempotent effects. Default 100."),
+    ] = None,
+    group: Annotated[
+        str | None, typer.Option(help="Kafka consumer group (default handoff.<tenant>.<name>).")
+    ] = None,
+    topic: Annotated[
+        list[str] | None, typer.Option(help="Topic to read (repeat for several).")
+    ] = None,
+    reader_schema: Annotated[
+        int | None, typer.Option(help="Read events as this schema version (default newest).")
+    ] = None,
+    metrics_port: Annotated[
+        int | None, typer.Option(help="Serve Prometheus metrics on this port.")
+    ] = None,
+    metrics_host: Annotated[
+        str, typer.Option(help="Interface for the metrics (0.0.0.0 inside a container).")
+    ] = "127.0.0.1",
+    idle_exit: Annotated[
+        float | None, typer.Option(help="Exit after this many seconds without messages.")
+    ] = None,
+) -> None:
+    """Run a consumer: guarded handlers, ordered per document, failures to quarantine."""
+    import logging
+    import signal
+
+    from prometheus_client import start_http_server
+
+    from handoff.consumers.runtime import Runtime
+    from handoff.consumers.settings import ConsumerSettings
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    for noisy in ("httpx", "httpx2"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+    overrides: dict[str, Any] = {
+        "batch_size": batch_size,
+        "group": group,
+        "topics": topic or None,
+        "reader_schema_version": reader_schema,
+    }
+    config = ConsumerSettings(**{k: v for k, v in overrides.items() if v is not None})
+    runtime = Runtime(load_app(target), load_settings(), config)
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: runtime.stop())
+    if metrics_port is not None:
+        start_http_server(metrics_port, addr=metrics_host)
+    count = runtime.run(idle_exit_s=idle_exit)
+    console.print(f"consumer {runtime.app.name} processed {count} messages")
+
+
+StatusOpt = Annotated[
+    str,
+    typer.Option(help="open, retry, resolved, discarded, or all."),
+]
+ReasonOpt = Annotated[str, typer.Option("--reason", help="Why; kept in the audit trail.")]
+ByOpt = Annotated[str | None, typer.Option("--by", help="Who decides (default: your login name).")]
+EntryArg = Annotated[int, typer.Argument(help="The quarantine entry's id (see list).")]
+
+
+@quarantine_app.command("list")
+def quarantine_list(
+    tenant: Annotated[str | None, typer.Option(help="Only this tenant.")] = None,
+    consumer: Annotated[str | None, typer.Option(help="Only this consumer.")] = None,
+    status: StatusOpt = "open",
+    limit: Annotated[int, typer.Option(help="At most this many, newest first.")] = 50,
+) -> None:
+    """Quarantined events, newest first."""
+    from handoff.core.quarantine import list_entries, when
+
+    with _admin() as conn:
+        rows = list_entries(
+            conn,
+            tenant=tenant,
+            consumer=consumer,
+            status=None if status == "all" else status,
+            limit=limit,
+        )
+    table = Table(title=f"quarantine ({status})")
+    for column in (
+        "id",
+        "tenant",
+        "consumer",
+        "document",
+        "v",
+        "type",
+        "category",
+        "tries",
+        "status",
+        "last failure",
+        "error",
+    ):
+        table.add_column(column)
+    for r in rows:
+        table.add_row(
+            str(r["id"]),
+            r["tenant_id"],
+            r["consumer"],
+            r["document_id"] or "-",
+            str(r["version"] or "-"),
+            r["event_type"] or "-",
+            r["category"],
+            str(r["attempts"]),
+            r["status"],
+            when(r["last_failed_at"]),
+            r["error"],
+        )
+    console.print(table)
+    if not rows:
+        console.print("nothing quarantined" + ("" if status == "all" else f" with status {status}"))
+
+
+@quarantine_app.command("show")
+def quarantine_show(entry: EntryArg) -> None:
+    """One entry: identity, position, failures, and its audit trail."""
+    from handoff.core.quarantine import show_entry, when
+
+    with _admin() as conn:
+        found = show_entry(conn, entry)
+    for name, value in found.fields.items():
+        shown = when(value) if name.endswith("_at") else value
+        print(f"{name:>16}: {shown}")
+    print("audit:")
+    for step in found.audit:
+        print(f"  {when(step['at'])}  {step['actor']}: {step['action']} - {step['detail'] or ''}")
+
+
+@quarantine_app.command("retry")
+def quarantine_retry(
+    entry: EntryArg, reason: ReasonOpt, by: ByOpt = None, yes: YesOpt = False
+) -> None:
+    """Ask the consumer to take the event again (through its guard: applied at most once)."""
+    from handoff.core.quarantine import request_retry
+
+    _confirm(f"Retry quarantine entry {entry}?", yes)
+    with _admin() as conn:
+        request_retry(conn, entry, actor=by or getpass.getuser(), reason=reason)
+    console.print(f"entry {entry}: retry requested; the running consumer takes it within seconds")
+
+
+@quarantine_app.command("discard")
+def quarantine_discard(
+    entry: EntryArg, reason: ReasonOpt, by: ByOpt = None, yes: YesOpt = False
+) -> None:
+    """Give the event up for good; its document's parked events go on."""
+    from handoff.core.quarantine import discard
+
+    _confirm(f"Discard quarantine entry {entry}? Its event will never be applied.", yes)
+    with _admin() as conn:
+        discard(conn, entry, actor=by or getpass.getuser(), reason=reason)
+    console.print(f"entry {entry}: discarded")

@@ -1,0 +1,228 @@
+"""Pytest plugin: real ``handoff consume`` processes, their effects, and in-process consumers.
+
+Processes run ``tests.consumer_apps:app`` (see there for its knobs). The
+in-process helpers build the same ``Processor`` the runtime uses, on a
+connection logged in as the service, fed with real wire-format events
+(encoded with the registry's schema id, decoded through the registry).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import psycopg
+import pytest
+from confluent_kafka import Producer
+from psycopg.conninfo import make_conninfo
+
+from handoff.consumers.app import Consumer
+from handoff.consumers.decoding import Decoder, reader_schema
+from handoff.consumers.event import Position
+from handoff.consumers.settings import ConsumerSettings
+from handoff.consumers.units import Item, Processor
+from handoff.core.events import current_schema, encode, to_record
+from handoff.core.identity import Credential
+from handoff.core.settings import HandoffSettings
+from handoff.relay.kafka_io import ensure_topics, headers, register_schemas
+from handoff.stack.layout import pick_port
+from handoff.stack.local import LocalStack
+from handoff.stack.procs import wait_until
+from tests.consumer_apps import EFFECTS_DDL
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="session")
+def effects_table(migrated: HandoffSettings) -> HandoffSettings:
+    with psycopg.connect(migrated.database_url, autocommit=True) as conn:
+        conn.execute(EFFECTS_DDL)
+    return migrated
+
+
+class Consumers:
+    """``handoff consume tests.consumer_apps:app`` processes for one test; killed afterwards."""
+
+    def __init__(self, home: Path, logs: Path, topic: str) -> None:
+        self.home, self.logs, self.topic = home, logs, topic
+        self.procs: list[subprocess.Popen[bytes]] = []
+        self.ports: dict[int, int] = {}
+
+    def start(
+        self, name: str, credential: Credential, *args: str, **env: str
+    ) -> subprocess.Popen[bytes]:
+        port = pick_port()
+        log = self.logs / f"consumer-{self.topic}-{len(self.procs)}.log"
+        environ = {
+            **os.environ,
+            "HANDOFF_HOME": str(self.home),
+            "HANDOFF_CONSUMER_CREDENTIAL": credential.token,
+            "HANDOFF_CONSUMER_SWEEP_INTERVAL_S": "0.3",
+            "HANDOFF_CONSUMER_METRICS_INTERVAL_S": "0.5",
+            "HANDOFF_CONSUMER_RETRY_BASE_S": "0.05",
+            "TEST_CONSUMER_NAME": name,
+            **env,
+        }
+        with log.open("ab") as out:
+            proc = subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "handoff.stack",
+                    "consume",
+                    "tests.consumer_apps:app",
+                    "--topic",
+                    self.topic,
+                    "--metrics-port",
+                    str(port),
+                    *args,
+                ],
+                env=environ,
+                cwd=ROOT,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+            )
+        self.procs.append(proc)
+        self.ports[proc.pid] = port
+        return proc
+
+    def metric(self, proc: subprocess.Popen[bytes], name: str, **labels: str) -> float:
+        """One sample of the process's /metrics (0 when absent)."""
+        text = httpx.get(f"http://127.0.0.1:{self.ports[proc.pid]}/metrics", timeout=5).text
+        wanted = ",".join(f'{k}="{v}"' for k, v in sorted(labels.items()))
+        total = 0.0
+        for line in text.splitlines():
+            if not line.startswith(name):
+                continue
+            head, _, value = line.rpartition(" ")
+            if all(f'{k}="{v}"' in head for k, v in labels.items()) or not wanted:
+                total += float(value)
+        return total
+
+    def log_of(self, index: int = -1) -> str:
+        logs = sorted(self.logs.glob(f"consumer-{self.topic}-*.log"))
+        return logs[index].read_text() if logs else ""
+
+    def kill_all(self) -> None:
+        for proc in self.procs:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait(10)
+
+
+@pytest.fixture
+def consumers(
+    local_stack: LocalStack, effects_table: HandoffSettings, relays: Any
+) -> Iterator[Consumers]:
+    """Consumer processes reading the topic of this test's relays."""
+    group = Consumers(local_stack.layout.home, local_stack.layout.logs, relays.topic)
+    try:
+        yield group
+    finally:
+        group.kill_all()
+
+
+def effects(admin: psycopg.Connection[Any], tenant: str) -> list[tuple[Any, ...]]:
+    """(consumer, document, run, version, event id) of every effect, in commit order."""
+    return admin.execute(
+        "SELECT consumer, document_id, run_id, version, event_id FROM consumer_test.effects"
+        " WHERE tenant_id = %s ORDER BY done_at, document_id",
+        (tenant,),
+    ).fetchall()
+
+
+def wait_effects(admin: psycopg.Connection[Any], tenant: str, count: int, timeout: float = 90) -> None:
+    assert wait_until(lambda: len(effects(admin, tenant)) >= count, timeout, 0.2), (
+        f"{len(effects(admin, tenant))} of {count} effects after {timeout} s"
+    )
+
+
+def quarantined(admin: psycopg.Connection[Any], tenant: str) -> list[dict[str, Any]]:
+    with admin.cursor(row_factory=psycopg.rows.dict_row) as cur:
+        return cur.execute(
+            "SELECT * FROM handoff.quarantine WHERE tenant_id = %s ORDER BY id", (tenant,)
+        ).fetchall()
+
+
+class Wire:
+    """Real wire-format events for a topic: registry ids, outbox payloads, a producer."""
+
+    def __init__(self, settings: HandoffSettings, topic: str) -> None:
+        self.settings, self.topic = settings, topic
+        ensure_topics(settings.kafka_bootstrap, [topic], 3)
+        self.schema, ids = register_schemas(settings.schema_registry_url, [topic])
+        self.schema_id = ids[topic]
+        self._producer: Producer | None = None
+
+    def encode(self, payload: dict[str, Any]) -> bytes:
+        return encode(self.schema, self.schema_id, to_record(dict(payload), self.schema.version))
+
+    def produce(
+        self, value: bytes, *, key: str, event_type: str, owner: str | None, tenant: str
+    ) -> None:
+        if self._producer is None:
+            self._producer = Producer({"bootstrap.servers": self.settings.kafka_bootstrap})
+        self._producer.produce(
+            self.topic, value, key.encode(), headers=headers(event_type, owner, tenant, 1)
+        )
+        assert self._producer.flush(30) == 0
+
+
+def payloads(admin: psycopg.Connection[Any], tenant: str) -> dict[tuple[str, int, int], Any]:
+    """The outbox payload of every accepted change of a tenant, by (document, run, version)."""
+    rows = admin.execute(
+        "SELECT document_id, run_id, version, payload FROM handoff.outbox WHERE tenant_id = %s",
+        (tenant,),
+    ).fetchall()
+    return {(d, r, v): p for d, r, v, p in rows}
+
+
+class InProcess:
+    """The runtime's Processor on a service connection, fed with items by the test."""
+
+    def __init__(
+        self, settings: HandoffSettings, app: Consumer, wire: Wire, **config: Any
+    ) -> None:
+        cred = app.credential
+        info = make_conninfo(settings.database_url, user=cred.role, password=cred.secret)
+        self.conn = psycopg.connect(info, autocommit=False)
+        self.reads = psycopg.connect(info, autocommit=True)
+        self.config = ConsumerSettings(**{"retry_base_s": 0.0, **config})
+        self.processor = Processor(app, self.conn, self.config, sleep=lambda _: None)
+        self.decoder = Decoder(settings.schema_registry_url, reader_schema(None))
+        self.wire = wire
+        self.offset = 0
+
+    def item(self, payload: dict[str, Any]) -> Item:
+        self.offset += 1
+        value = self.wire.encode(payload)
+        position = Position(self.wire.topic, 0, self.offset, None, value, {})
+        return Item(position, event=self.decoder.decode(value, position))
+
+    def deliver(self, *payload_list: dict[str, Any]) -> None:
+        self.processor.run_batch([self.item(p) for p in payload_list])
+
+    def sweep(self) -> int:
+        from handoff.consumers.units import sweep
+
+        return sweep(self.processor, self.reads, self.decoder)
+
+    def close(self) -> None:
+        self.decoder.close()
+        self.conn.close()
+        self.reads.close()
+
+
+@pytest.fixture
+def wire(effects_table: HandoffSettings) -> Wire:
+    return Wire(effects_table, f"test.consumer.{uuid.uuid4().hex[:8]}")
+
+
+def current() -> int:
+    return current_schema().version

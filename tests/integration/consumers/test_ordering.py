@@ -1,0 +1,285 @@
+"""Guard and order per consumer, document and run, on the real database and registry.
+
+Events are the real outbox payloads of real handoffs, encoded in the wire
+format with the registry's schema id and decoded through the registry;
+the test chooses the order in which the runtime's Processor receives them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import psycopg
+import pytest
+
+from handoff.consumers import Consumer, Event
+from handoff.core import HandoffClient, HandoffTx
+from handoff.core.identity import Credential
+from handoff.core.quarantine import request_retry
+from handoff.core.settings import HandoffSettings
+from tests.fix_consumer import InProcess, Wire, effects, payloads, quarantined
+
+Payloads = dict[tuple[str, int, int], Any]
+
+
+def record(event: Event, tx: HandoffTx) -> None:
+    tx.execute(
+        "INSERT INTO consumer_test.effects (tenant_id, consumer, event_id, document_id, run_id,"
+        " version, note, occurred_at) VALUES (%s, 'audit', %s, %s, %s, %s, %s, %s)",
+        (
+            event.tenant_id,
+            event.event_id,
+            event.document_id,
+            event.run_id,
+            event.version,
+            event.data.get("note"),
+            event.occurred_at,
+        ),
+    )
+
+
+@pytest.fixture
+def story(
+    service: Callable[..., Credential], tenant: str, admin: psycopg.Connection[Any]
+) -> Callable[[int], Payloads]:
+    """Document ``d`` created for worker, then progressed by worker to version ``n``."""
+    creator = service("creator", can_create=True)
+    worker = service("worker")
+
+    def make(versions: int, doc: str = "d") -> Payloads:
+        with HandoffClient.direct(creator) as c:
+            c.create(event_id=f"{doc}-1", document_id=doc, owner="worker", status="new")
+        with HandoffClient.direct(worker) as w:
+            for v in range(2, versions + 1):
+                w.emit(
+                    event_id=f"{doc}-{v}",
+                    event_type="routed",
+                    document_id=doc,
+                    next_owner="worker",
+                    status=f"step {v}",
+                    expected_version=v - 1,
+                )
+        return payloads(admin, tenant)
+
+    return make
+
+
+@pytest.fixture
+def audit(
+    service: Callable[..., Credential], effects_table: HandoffSettings, wire: Wire
+) -> Iterator[Callable[..., InProcess]]:
+    """An in-process consumer "audit" of every owner's created/routed/run-started events."""
+    opened: list[InProcess] = []
+    cred = service("audit")
+
+    def make(handler: Callable[[Event, HandoffTx], None] = record, **config: Any) -> InProcess:
+        app = Consumer("audit", cred, owner=None)
+        for event_type in ("created", "routed", "run-started"):
+            app.add_handler(event_type, handler)
+        consumer = InProcess(effects_table, app, wire, **config)
+        opened.append(consumer)
+        return consumer
+
+    yield make
+    for consumer in opened:
+        consumer.close()
+
+
+def versions(admin: psycopg.Connection[Any], tenant: str) -> list[tuple[int, int]]:
+    return [(run, version) for _, _, run, version, _ in effects(admin, tenant)]
+
+
+def test_in_order_then_redelivered_is_acknowledged_without_effect(
+    story: Any, audit: Any, admin: psycopg.Connection[Any], tenant: str
+) -> None:
+    p = story(3)
+    consumer = audit()
+    consumer.deliver(p["d", 1, 1], p["d", 1, 2], p["d", 1, 3])
+    consumer.deliver(p["d", 1, 2])  # a redelivery: the same event, the same fingerprint
+    consumer.deliver(p["d", 1, 1], p["d", 1, 3])
+    assert versions(admin, tenant) == [(1, 1), (1, 2), (1, 3)]
+    assert quarantined(admin, tenant) == []
+
+
+def test_a_gap_waits_parked_and_goes_when_the_missing_version_arrives(
+    story: Any, audit: Any, admin: psycopg.Connection[Any], tenant: str
+) -> None:
+    p = story(3)
+    consumer = audit(gap_wait_s=60)
+    consumer.deliver(p["d", 1, 1], p["d", 1, 3])
+    assert versions(admin, tenant) == [(1, 1)]
+    parked = admin.execute(
+        "SELECT version, reason FROM handoff.consumer_parked WHERE tenant_id = %s", (tenant,)
+    ).fetchall()
+    assert parked == [(3, "gap")]
+    consumer.sweep()  # still missing and not yet expired: stays parked
+    assert versions(admin, tenant) == [(1, 1)]
+    consumer.deliver(p["d", 1, 2])
+    consumer.sweep()
+    assert versions(admin, tenant) == [(1, 1), (1, 2), (1, 3)]
+    assert admin.execute(
+        "SELECT count(*) FROM handoff.consumer_parked WHERE tenant_id = %s", (tenant,)
+    ).fetchone() == (0,)
+
+
+def test_a_gap_that_outlasts_its_wait_is_reconciled_and_the_late_event_is_stale(
+    story: Any, audit: Any, admin: psycopg.Connection[Any], tenant: str
+) -> None:
+    p = story(3)
+    consumer = audit(gap_wait_s=0)
+    consumer.deliver(p["d", 1, 1], p["d", 1, 3])
+    consumer.sweep()  # the wait ran out: act on v3, which carries the state after v2
+    assert versions(admin, tenant) == [(1, 1), (1, 3)]
+    consumer.deliver(p["d", 1, 2])  # arrives at last: older than the position
+    assert versions(admin, tenant) == [(1, 1), (1, 3)]
+    assert quarantined(admin, tenant) == []
+
+
+def test_an_unexpected_future_version_is_quarantined(
+    story: Any, audit: Any, admin: psycopg.Connection[Any], tenant: str
+) -> None:
+    p = story(2)
+    consumer = audit()
+    forged = {**p["d", 1, 2], "version": 9, "eventId": "from-elsewhere"}
+    consumer.deliver(p["d", 1, 1], forged)
+    assert versions(admin, tenant) == [(1, 1)]
+    [entry] = quarantined(admin, tenant)
+    assert entry["category"] == "unexpected_version" and entry["version"] == 9
+    assert "version 2" in entry["error"]
+
+
+def test_a_new_run_starts_again_at_version_one_and_the_old_run_is_stale(
+    story: Any,
+    audit: Any,
+    admin: psycopg.Connection[Any],
+    tenant: str,
+    service: Callable[..., Credential],
+) -> None:
+    story(2)
+    worker, creator = service("worker2"), service("creator2", can_create=True)
+    with HandoffClient.direct(Credential.parse(_token(admin, tenant, "worker"))) as w:
+        w.emit(
+            event_id="d-done",
+            event_type="routed",
+            document_id="d",
+            next_owner=None,
+            status="done",
+            expected_version=2,
+        )
+    with HandoffClient.direct(creator) as c:
+        c.start_run(event_id="d-run2", document_id="d", owner="worker2", status="again")
+    assert worker  # registered so the second run has an owner
+    p = payloads(admin, tenant)
+    consumer = audit()
+    consumer.deliver(p["d", 1, 1], p["d", 1, 2], p["d", 2, 1])
+    consumer.deliver(p["d", 1, 3])  # the end of run 1, after run 2 began: an older run
+    assert versions(admin, tenant) == [(1, 1), (1, 2), (2, 1)]
+
+
+def _token(admin: psycopg.Connection[Any], tenant: str, name: str) -> str:
+    # Tests keep credentials from the service fixture; this re-issues one.
+    from handoff.core.services import rotate_service
+
+    return rotate_service(admin, name, tenant=tenant).token
+
+
+def test_an_event_id_reused_with_other_content_is_quarantined_not_applied(
+    story: Any, audit: Any, admin: psycopg.Connection[Any], tenant: str
+) -> None:
+    p = story(1)
+    consumer = audit()
+    consumer.deliver(p["d", 1, 1])
+    consumer.deliver({**p["d", 1, 1], "status": "tampered"})
+    assert versions(admin, tenant) == [(1, 1)]
+    [entry] = quarantined(admin, tenant)
+    assert entry["category"] == "conflicting_reuse" and entry["event_id"] == "d-1"
+
+
+def test_a_poison_event_is_quarantined_its_document_waits_others_flow_and_a_retry_applies_once(
+    story: Any, audit: Any, admin: psycopg.Connection[Any], tenant: str
+) -> None:
+    story(3, "bad")
+    p = story(2, "good")
+    cured: set[str] = set()
+    attempts: list[int] = []
+
+    def fragile(event: Event, tx: HandoffTx) -> None:
+        if event.document_id == "bad" and event.version == 1 and "bad" not in cured:
+            attempts.append(1)
+            raise RuntimeError("downstream refuses bad v1")
+        record(event, tx)
+
+    consumer = audit(fragile, max_deliveries=3)
+    consumer.deliver(p["bad", 1, 1], p["good", 1, 1], p["bad", 1, 2], p["good", 1, 2])
+    consumer.deliver(p["bad", 1, 3])
+    assert [(d, v) for _, d, _, v, _ in effects(admin, tenant)] == [("good", 1), ("good", 2)]
+    assert len(attempts) == 3  # max deliveries, then quarantine [SQS maxReceiveCount]
+    [entry] = quarantined(admin, tenant)
+    assert (entry["category"], entry["attempts"], entry["status"]) == ("handler_error", 3, "open")
+    assert entry["handler"] == "fragile" and "downstream refuses" in entry["error"]
+    parked = admin.execute(
+        "SELECT version FROM handoff.consumer_parked WHERE tenant_id = %s ORDER BY version",
+        (tenant,),
+    ).fetchall()
+    assert parked == [(2,), (3,)]
+    consumer.sweep()  # nothing moves while the entry is open
+    assert len(effects(admin, tenant)) == 2
+
+    cured.add("bad")
+    request_retry(admin, entry["id"], actor="ops-alice", reason="downstream fixed")
+    consumer.sweep()  # the retry, through the guard
+    consumer.sweep()  # then the parked events, in version order
+    consumer.sweep()  # nothing left: no second effect
+    bad = [v for _, d, _, v, _ in effects(admin, tenant) if d == "bad"]
+    assert bad == [1, 2, 3]
+    [entry] = quarantined(admin, tenant)
+    assert entry["status"] == "resolved"
+    trail = admin.execute(
+        "SELECT actor, action, detail FROM handoff.quarantine_audit WHERE quarantine_id = %s"
+        " ORDER BY id",
+        (entry["id"],),
+    ).fetchall()
+    assert [a for _, a, _ in trail] == ["quarantined", "retry requested", "resolved"]
+    assert trail[1][0] == "ops-alice" and trail[1][2] == "downstream fixed"
+
+
+def test_a_rejected_handoff_is_an_invalid_transition_and_leaves_no_effect(
+    story: Any, audit: Any, admin: psycopg.Connection[Any], tenant: str
+) -> None:
+    p = story(1)
+
+    def moves_wrongly(event: Event, tx: HandoffTx) -> None:
+        record(event, tx)
+        tx.emit(  # audit does not own the document: refused
+            event_id=event.next_event_id("steal"),
+            event_type="routed",
+            document_id=event.document_id,
+            next_owner="audit",
+            status="stolen",
+            expected_version=event.version,
+        )
+
+    audit(moves_wrongly).deliver(p["d", 1, 1])
+    assert effects(admin, tenant) == []
+    [entry] = quarantined(admin, tenant)
+    assert entry["category"] == "invalid_transition" and "OwnershipMismatch" in entry["error"]
+    assert entry["attempts"] == 1  # the identical retry would be refused identically
+
+
+def test_a_batch_with_one_poison_event_still_applies_its_neighbours_once(
+    story: Any, audit: Any, admin: psycopg.Connection[Any], tenant: str
+) -> None:
+    story(1, "a")
+    story(1, "b")
+    p = story(1, "c")
+
+    def picky(event: Event, tx: HandoffTx) -> None:
+        record(event, tx)
+        if event.document_id == "b":
+            raise ValueError("b is malformed for this handler")
+
+    audit(picky, max_deliveries=2).deliver(p["a", 1, 1], p["b", 1, 1], p["c", 1, 1])
+    assert sorted(d for _, d, _, _, _ in effects(admin, tenant)) == ["a", "c"]
+    [entry] = quarantined(admin, tenant)
+    assert entry["document_id"] == "b" and entry["attempts"] == 2
