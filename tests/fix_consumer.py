@@ -57,7 +57,7 @@ class Consumers:
     def start(
         self, name: str, credential: Credential, *args: str, **env: str
     ) -> subprocess.Popen[bytes]:
-        port = pick_port()
+        port = pick_port(18600 + len(self.procs), set(self.ports.values()))
         log = self.logs / f"consumer-{self.topic}-{len(self.procs)}.log"
         environ = {
             **os.environ,
@@ -66,6 +66,8 @@ class Consumers:
             "HANDOFF_CONSUMER_SWEEP_INTERVAL_S": "0.3",
             "HANDOFF_CONSUMER_METRICS_INTERVAL_S": "0.5",
             "HANDOFF_CONSUMER_RETRY_BASE_S": "0.05",
+            # A killed process's partitions move on after 6 s, not 45.
+            "HANDOFF_CONSUMER_SESSION_TIMEOUT_S": "6",
             "TEST_CONSUMER_NAME": name,
             **env,
         }
@@ -137,7 +139,9 @@ def effects(admin: psycopg.Connection[Any], tenant: str) -> list[tuple[Any, ...]
     ).fetchall()
 
 
-def wait_effects(admin: psycopg.Connection[Any], tenant: str, count: int, timeout: float = 90) -> None:
+def wait_effects(
+    admin: psycopg.Connection[Any], tenant: str, count: int, timeout: float = 90
+) -> None:
     assert wait_until(lambda: len(effects(admin, tenant)) >= count, timeout, 0.2), (
         f"{len(effects(admin, tenant))} of {count} effects after {timeout} s"
     )
@@ -186,9 +190,7 @@ def payloads(admin: psycopg.Connection[Any], tenant: str) -> dict[tuple[str, int
 class InProcess:
     """The runtime's Processor on a service connection, fed with items by the test."""
 
-    def __init__(
-        self, settings: HandoffSettings, app: Consumer, wire: Wire, **config: Any
-    ) -> None:
+    def __init__(self, settings: HandoffSettings, app: Consumer, wire: Wire, **config: Any) -> None:
         cred = app.credential
         info = make_conninfo(settings.database_url, user=cred.role, password=cred.secret)
         self.conn = psycopg.connect(info, autocommit=False)

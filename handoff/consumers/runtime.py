@@ -123,6 +123,7 @@ class Runtime:
                 "enable.auto.offset.store": False,
                 "auto.offset.reset": "earliest",
                 "enable.partition.eof": False,
+                "session.timeout.ms": int(self.config.session_timeout_s * 1000),
                 "logger": log,
             }
         )

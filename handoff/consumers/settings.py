@@ -54,6 +54,15 @@ class ConsumerSettings(BaseSettings):
     metrics_interval_s: Annotated[
         float, Field(gt=0, description="How often lag and pending work are measured.")
     ] = 5.0
+    session_timeout_s: Annotated[
+        float,
+        Field(
+            ge=6,
+            le=1800,
+            description="Kafka group session timeout: how long a crashed process keeps its "
+            "partitions before the group gives them to another (the broker allows 6 s and up).",
+        ),
+    ] = 45.0
     reader_schema_version: Annotated[
         int | None,
         Field(ge=1, description="Read events as this schema version (default: the newest)."),

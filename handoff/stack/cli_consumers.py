@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
+from rich.console import Console
 from rich.table import Table
 
 from handoff.core.errors import ConfigurationError
@@ -153,7 +154,8 @@ def quarantine_list(
             when(r["last_failed_at"]),
             r["error"],
         )
-    console.print(table)
+    # Rows to stdout; piped output is not cut to 80 columns.
+    Console(width=None if sys.stdout.isatty() else 240).print(table)
     if not rows:
         console.print("nothing quarantined" + ("" if status == "all" else f" with status {status}"))
 

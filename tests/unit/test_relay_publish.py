@@ -10,8 +10,8 @@ from collections.abc import Callable
 from typing import Any
 
 from handoff.core.events import current_schema
-from handoff.core.settings import HandoffSettings
 from handoff.core.outbox_sql import IdArray
+from handoff.core.settings import HandoffSettings
 from handoff.relay.relay import InFlight, Relay, Row
 from handoff.relay.settings import RelaySettings
 

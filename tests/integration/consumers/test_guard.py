@@ -1,0 +1,187 @@
+"""The guard at the SQL edge: concurrent takers, lock timeouts, and the service lockdown."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import psycopg
+import pytest
+from psycopg.conninfo import make_conninfo
+from psycopg.types.json import Jsonb
+
+from handoff.core import HandoffClient, handoff_tx
+from handoff.core.errors import ConfigurationError, TransientConflict
+from handoff.core.guards_sql import BEGIN
+from handoff.core.identity import Credential
+from handoff.core.settings import HandoffSettings
+
+
+def _login(settings: HandoffSettings, cred: Credential) -> psycopg.Connection[Any]:
+    info = make_conninfo(settings.database_url, user=cred.role, password=cred.secret)
+    return psycopg.connect(info, autocommit=False)
+
+
+def _params(event_id: str, fingerprint: str = "aa") -> dict[str, Any]:
+    event = {
+        "eventId": event_id,
+        "fingerprint": fingerprint,
+        "documentId": "g",
+        "runId": 1,
+        "version": 1,
+    }
+    return {"events": Jsonb([event]), "types": ["created"], "owner": None, "reconcile": False}
+
+
+def _begin(conn: psycopg.Connection[Any], event_id: str, fingerprint: str = "aa") -> str:
+    row = conn.execute(BEGIN, _params(event_id, fingerprint)).fetchone()
+    assert row is not None
+    return str(row[0])
+
+
+@pytest.fixture
+def created(
+    service: Callable[..., Credential], migrated: HandoffSettings
+) -> Iterator[Callable[[str], psycopg.Connection[Any]]]:
+    """Document g at version 1, and a login for a consumer service of the tenant."""
+    creator = service("creator", can_create=True)
+    service("worker")
+    with HandoffClient.direct(creator) as c:
+        c.create(event_id="g-1", document_id="g", owner="worker", status="new")
+    opened: list[psycopg.Connection[Any]] = []
+    credentials: dict[str, Credential] = {}
+
+    def login(name: str) -> psycopg.Connection[Any]:
+        """A new session of service ``name`` (registered on first use)."""
+        if name not in credentials:
+            credentials[name] = service(name)
+        conn = _login(migrated, credentials[name])
+        opened.append(conn)
+        return conn
+
+    yield login
+    for conn in opened:
+        conn.close()
+
+
+def test_two_takers_of_one_event_at_once_one_applies_the_other_sees_a_duplicate(
+    created: Callable[[str], psycopg.Connection[Any]],
+) -> None:
+    first = created("audit")
+    second = created("audit")
+    assert _begin(first, "g-1") == "apply"  # uncommitted: the second must wait for it
+    verdicts: list[str] = []
+    waiter = threading.Thread(target=lambda: verdicts.append(_begin(second, "g-1")))
+    waiter.start()
+    waiter.join(0.5)
+    assert waiter.is_alive(), "the second taker did not wait for the first's guard row"
+    first.commit()
+    waiter.join(10)
+    assert verdicts == ["duplicate"]
+    second.rollback()
+
+
+def test_a_taker_that_rolls_back_leaves_the_event_to_the_next(
+    created: Callable[[str], psycopg.Connection[Any]],
+) -> None:
+    first = created("audit")
+    second = created("audit")
+    assert _begin(first, "g-1") == "apply"
+    verdicts: list[str] = []
+    waiter = threading.Thread(target=lambda: verdicts.append(_begin(second, "g-1")))
+    waiter.start()
+    waiter.join(0.3)
+    first.rollback()  # the first taker's effect failed
+    waiter.join(10)
+    assert verdicts == ["apply"]
+    second.rollback()
+
+
+def test_a_lock_timeout_is_a_transient_conflict_never_a_duplicate(
+    created: Callable[[str], psycopg.Connection[Any]],
+) -> None:
+    first = created("audit")
+    second = created("audit")
+    assert _begin(first, "g-1") == "apply"
+    second.execute("SET lock_timeout = '200ms'")
+    second.commit()
+    with handoff_tx(second) as tx, pytest.raises(TransientConflict):
+        tx.execute(BEGIN, _params("g-1"))
+    first.rollback()
+
+
+def test_each_consumer_has_its_own_guard_space_and_service_roles_cannot_touch_the_tables(
+    created: Callable[[str], psycopg.Connection[Any]], admin: psycopg.Connection[Any], tenant: str
+) -> None:
+    audit, billing = created("audit"), created("billing")
+    assert _begin(audit, "g-1") == "apply"
+    audit.commit()
+    assert _begin(billing, "g-1") == "apply"  # another consumer: its own guard row
+    billing.commit()
+    assert _begin(audit, "g-1", fingerprint="bb") == "conflict"
+    audit.rollback()
+    owners = admin.execute(
+        "SELECT consumer FROM handoff.consumer_guards WHERE tenant_id = %s ORDER BY consumer",
+        (tenant,),
+    ).fetchall()
+    assert owners == [("audit",), ("billing",)]  # named by the session, not by the caller
+    for statement in (
+        "INSERT INTO handoff.consumer_guards VALUES ('x', 'billing', 'e', '\\x00', 'd', 1, 1)",
+        "DELETE FROM handoff.consumer_guards",
+        "SELECT * FROM handoff.quarantine",
+        "UPDATE handoff.quarantine SET status = 'discarded'",
+        "SELECT * FROM handoff.consumer_parked",
+        "DELETE FROM handoff.consumer_positions",
+    ):
+        with pytest.raises(psycopg.errors.InsufficientPrivilege):
+            audit.execute(statement)
+        audit.rollback()
+
+
+def test_a_unit_rolls_back_unless_committed_and_keeps_a_rejection_it_commits(
+    created: Callable[[str], psycopg.Connection[Any]],
+    admin: psycopg.Connection[Any],
+    tenant: str,
+    service: Callable[..., Credential],
+    migrated: HandoffSettings,
+) -> None:
+    worker = _login(migrated, Credential.parse(_rotate(admin, tenant, "worker")))
+    with handoff_tx(worker) as tx:
+        receipt = tx.emit(
+            event_id="g-2",
+            event_type="routed",
+            document_id="g",
+            next_owner="worker",
+            status="busy",
+            expected_version=1,
+        )
+        assert receipt.version == 1 + 1  # type: ignore[union-attr]
+    # not committed: gone
+    assert admin.execute(
+        "SELECT version FROM handoff.document_state WHERE tenant_id = %s", (tenant,)
+    ).fetchone() == (1,)
+    with handoff_tx(worker) as tx:
+        refused = tx.emit(
+            event_id="g-x",
+            event_type="routed",
+            document_id="g",
+            next_owner="worker",
+            status="late",
+            expected_version=7,
+        )
+        assert refused.code == "VersionMismatch"  # type: ignore[union-attr]
+        assert tx.rejections == [refused]
+        tx.commit()
+        with pytest.raises(ConfigurationError):
+            tx.execute("SELECT 1")
+    assert admin.execute(
+        "SELECT code FROM handoff.rejections WHERE tenant_id = %s AND event_id = 'g-x'", (tenant,)
+    ).fetchall() == [("VersionMismatch",)]
+    worker.close()
+
+
+def _rotate(admin: psycopg.Connection[Any], tenant: str, name: str) -> str:
+    from handoff.core.services import rotate_service
+
+    return rotate_service(admin, name, tenant=tenant).token
