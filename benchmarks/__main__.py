@@ -10,7 +10,7 @@ from dataclasses import asdict
 
 from rich.console import Console
 
-from benchmarks import emit, emit_pgbench, pgbench, relay, tracker
+from benchmarks import consumer, emit, emit_pgbench, pgbench, relay, tracker
 from benchmarks.stats import markdown_table
 from handoff.core.settings import load_settings
 from handoff.stack.local import LocalStack
@@ -279,13 +279,50 @@ def bench_tracker(sizes: list[int], runs: int) -> str:
     )
 
 
+def bench_consumer(events: int, batch_size: int, rate: float, seconds: float) -> str:
+    """Guarded consumer vs a bare consume loop and a one-INSERT pgbench; hop latency."""
+    stack = LocalStack(console=console)
+    settings = load_settings(stack.layout.home)
+    console.print("[bold]consumer[/bold]")
+    r = consumer.run(
+        settings,
+        stack.layout.home,
+        events,
+        batch_size,
+        rate,
+        seconds,
+        lambda line: console.print(line, highlight=False),
+    )
+    out = stack.layout.home / "bench"
+    out.mkdir(exist_ok=True)
+    (out / f"consumer-{time.strftime('%Y%m%d-%H%M%S')}.json").write_text(
+        json.dumps(asdict(r), indent=2)
+    )
+    rows: list[list[object]] = [
+        ["bare confluent-kafka consume + decode", r.bare.per_s, "1.00x", "", "no effect, no guard"],
+        [f"handoff consume, batch {r.batch_size}", r.batched.per_s,
+         f"{r.batched.per_s / r.bare.per_s:.2f}x", f"{r.batched.rss_mb:.0f}",
+         f"target >= 10,000/s; {r.batched.events:,} events"],
+        ["handoff consume, batch 1", r.single.per_s, f"{r.single.per_s / r.bare.per_s:.2f}x",
+         f"{r.single.rss_mb:.0f}",
+         f"{r.single.per_s / r.pgbench_tps:.2f}x pgbench one-INSERT (target >= 0.5x)"],
+        ["pgbench one-INSERT transaction, 1 client", r.pgbench_tps, "", "",
+         f"p50 {r.pgbench_p50_ms:.2f} ms, p99 {r.pgbench_p99_ms:.2f} ms"],
+        [f"hop: emit commit -> next handler commit at {r.hop_rate:,.0f}/s", r.hop_rate, "",
+         f"{r.hop_rss_mb:.0f}",
+         f"p50 {r.hop_p50_ms:.1f} ms, p99 {r.hop_p99_ms:.1f} ms ({r.hop_events:,} handoffs; "
+         "target p99 <= 100 ms)"],
+    ]  # fmt: skip
+    return markdown_table(["what", "events/s", "vs bare", "peak RSS MB", "notes"], rows)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m benchmarks")
     parser.add_argument(
         "which",
         nargs="*",
-        default=["emit", "relay", "tracker"],
-        help="benchmarks to run: emit, relay, tracker",
+        default=["emit", "relay", "tracker", "consumer"],
+        help="benchmarks to run: emit, relay, tracker, consumer",
     )
     parser.add_argument("--rows", type=int, default=1_000_000, help="relay backlog rows")
     parser.add_argument("--rate", type=float, default=1000.0, help="emits/s for relay latency")
@@ -295,6 +332,11 @@ def main() -> None:
         "--sizes", default="10000,100000,1000000", help="tracker: active documents per run"
     )
     parser.add_argument("--reads", type=int, default=500, help="tracker: timed reads per kind")
+    parser.add_argument("--events", type=int, default=20_000, help="consumer: events per run")
+    parser.add_argument("--batch-size", type=int, default=500, help="consumer: batched size")
+    parser.add_argument(
+        "--hop-rate", type=float, default=500.0, help="consumer: handoffs/s for hop latency"
+    )
     args = parser.parse_args()
     counts = [int(c) for c in args.clients.split(",")]
     if "emit" in args.which:
@@ -308,6 +350,10 @@ def main() -> None:
     if "tracker" in args.which:
         table = bench_tracker([int(n) for n in args.sizes.split(",")], args.reads)
         console.print("\n[bold]Tracker reads (server-side)[/bold]")
+        print(table)
+    if "consumer" in args.which:
+        table = bench_consumer(args.events, args.batch_size, args.hop_rate, args.seconds)
+        console.print("\n[bold]Consumer[/bold]")
         print(table)
 
 

@@ -30,8 +30,10 @@ from contextlib import contextmanager, suppress
 from datetime import datetime
 from typing import Any, LiteralString, TypeVar
 
+import orjson
 import psycopg
-from psycopg import pq
+from psycopg import pq, sql
+from psycopg.types.json import Jsonb
 
 from handoff.core.db import translated
 from handoff.core.emitter import emit_in
@@ -63,21 +65,77 @@ class HandoffTx:
         self.status = TxStatus.ACTIVE
         self.receipts: list[Receipt] = []
         self.rejections: list[Rejection] = []
+        # Deferred writes in program order: (statement, rows) or ((table, columns), rows).
+        self._writes: list[tuple[LiteralString | tuple[str, tuple[str, ...]], list[Any]]] = []
 
     def _active(self) -> None:
         if self.status is not TxStatus.ACTIVE:
             raise ConfigurationError(f"this unit of work is already {self.status.value}")
 
     def execute(self, query: LiteralString, params: Any = None) -> psycopg.Cursor[Any]:
-        """Run a statement of the caller's own (a local effect) in this unit."""
+        """Run a statement of the caller's own (a local effect) in this unit, now."""
         self._active()
+        self._flush()
         with translated():
             return self.conn.execute(query, params)
+
+    def write(self, query: LiteralString, params: Any) -> None:
+        """A write whose result is not needed: sent with the unit's other writes.
+
+        Writes of the same statement are sent together (``executemany``,
+        one round trip) before the next ``execute`` or the commit, so a read
+        of the caller's own still sees them. A consumer batch of N events
+        whose handlers each write one row costs one round trip, not N.
+        """
+        self._active()
+        if self._writes and self._writes[-1][0] == query:
+            self._writes[-1][1].append(params)
+        else:
+            self._writes.append((query, [params]))
+
+    def append(self, table: str, columns: tuple[str, ...], row: tuple[Any, ...]) -> None:
+        """Add a row to ``table`` (``schema.table``), sent with the unit's other appends.
+
+        The cheapest local effect there is (an inbox or an audit row): the
+        rows of one table go as one INSERT of a JSON array, whatever their
+        number, typed by the table's own row type. Values must be JSON
+        serialisable (datetimes are; bytes are not: use ``write`` for those).
+        """
+        self._active()
+        key = (table, columns)
+        if self._writes and self._writes[-1][0] == key:
+            self._writes[-1][1].append(row)
+        else:
+            self._writes.append((key, [row]))
+
+    def _flush(self) -> None:
+        writes, self._writes = self._writes, []
+        with translated():
+            for what, rows in writes:
+                if isinstance(what, tuple):
+                    self._insert_rows(*what, rows)
+                    continue
+                with self.conn.cursor() as cur:
+                    cur.executemany(what, rows)
+
+    def _insert_rows(self, table: str, columns: tuple[str, ...], rows: list[Any]) -> None:
+        # One statement, so it pipelines with the commit (COPY cannot).
+        name = sql.Identifier(*table.split("."))
+        cols = sql.SQL(", ").join(map(sql.Identifier, columns))
+        statement = sql.SQL(
+            "INSERT INTO {t} ({c}) SELECT {c} FROM jsonb_populate_recordset(NULL::{t}, %s)"
+        ).format(t=name, c=cols)
+        self.conn.execute(
+            statement, (Jsonb([dict(zip(columns, row, strict=True)) for row in rows], _dumps),)
+        )
 
     def _send(
         self, request: CreateRequest | HandoffRequest | StartRunRequest, doc: str | None = None
     ) -> Receipt | Rejection:
         self._active()
+        # No flush first: the emit function reads only Handoff's own tables,
+        # which a service's writes cannot touch, so deferred writes may go
+        # after it; they still go before the commit.
         result = emit_in(self.conn, request, doc)
         (self.receipts if isinstance(result, Receipt) else self.rejections).append(result)  # type: ignore[arg-type]
         return result
@@ -172,15 +230,21 @@ class HandoffTx:
     def commit(self) -> None:
         """Commit now. A lost connection here means the outcome is unknown."""
         self._active()
+        self._flush()
         with translated():
             self.conn.commit()
         self.status = TxStatus.COMMITTED
 
     def rollback(self) -> None:
+        self._writes = []
         if self.status is TxStatus.ACTIVE:
             self.status = TxStatus.ROLLED_BACK
             if not self.conn.closed:
                 self.conn.rollback()
+
+
+def _dumps(value: Any) -> str:
+    return orjson.dumps(value).decode()
 
 
 @contextmanager

@@ -23,12 +23,14 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
+    # emit_direct keeps its 0004 body: the same rules, only its service
+    # lookup uses the index.
     op.execute(
         """
         DROP FUNCTION handoff.consumer_whoami, handoff.consumer_begin, handoff.consumer_hold,
                       handoff.consumer_due, handoff.consumer_take, handoff.consumer_pending,
                       handoff._consumer;
         DROP TABLE handoff.consumer_parked, handoff.quarantine_audit, handoff.quarantine,
-                   handoff.consumer_positions, handoff.consumer_guards;
+                   handoff.consumer_guards;
         """
     )

@@ -21,17 +21,11 @@ CREATE TABLE handoff.consumer_guards (
     PRIMARY KEY (tenant_id, consumer, event_id)
 );
 
--- The highest version of each document run a consumer has acted on: the
--- ordering check of "older, gap, future, new run".
-CREATE TABLE handoff.consumer_positions (
-    tenant_id   text        NOT NULL,
-    consumer    text        NOT NULL,
-    document_id text        NOT NULL,
-    run_id      integer     NOT NULL,
-    version     integer     NOT NULL,
-    updated_at  timestamptz NOT NULL DEFAULT now(),
-    PRIMARY KEY (tenant_id, consumer, document_id, run_id)
-) WITH (fillfactor = 80);  -- updated in place (HOT) as a document moves
+-- The position of a consumer in a document run is the highest version among
+-- its guard rows (only applied and stale events keep one): one index, and
+-- no second row to upsert for every event.
+CREATE INDEX consumer_guards_position
+    ON handoff.consumer_guards (tenant_id, consumer, document_id, run_id, version);
 
 -- Events a consumer could not process [SQS dead-letter queue], as an owned
 -- work queue: repaired by "handoff quarantine retry|discard", every step
@@ -110,6 +104,32 @@ CREATE TABLE handoff.consumer_parked (
 CREATE INDEX consumer_parked_by_document
     ON handoff.consumer_parked (tenant_id, consumer, document_id, run_id, version);
 
+-- emit_direct, as in 0003, with the session's role compared so that the
+-- db_role index serves it (see _consumer below).
+CREATE OR REPLACE FUNCTION handoff.emit_direct(
+    p_kind text, p_event_id text, p_event_type text, p_document_id text, p_run_id integer,
+    p_sender text, p_next_owner text, p_status text, p_expected_version integer,
+    p_due_at timestamptz, p_data jsonb, p_correlation_id text, p_causation_id text
+) RETURNS jsonb
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = handoff, pg_temp
+AS $$
+DECLARE
+    v services;
+BEGIN
+    SELECT * INTO v FROM services
+     WHERE db_role = session_user::text COLLATE "default" AND revoked_at IS NULL;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'database role % is not an active Handoff service (unknown or revoked)',
+            session_user USING ERRCODE = '28000';
+    END IF;
+    RETURN _emit(v.tenant_id, v.name, v.can_create, p_kind, p_sender, p_event_id, p_event_type,
+                 p_document_id, p_run_id, p_next_owner, p_status, p_expected_version, p_due_at,
+                 p_data, p_correlation_id, p_causation_id);
+END
+$$;
+
 -- The consumer a session is (its service), or SQLSTATE 28000.
 CREATE FUNCTION handoff._consumer() RETURNS handoff.services
 LANGUAGE plpgsql STABLE
@@ -117,7 +137,11 @@ AS $$
 DECLARE
     v handoff.services;
 BEGIN
-    SELECT * INTO v FROM handoff.services WHERE db_role = session_user AND revoked_at IS NULL;
+    -- session_user is a "name", collation "C": compared as is, or as text
+    -- without a collation, it cannot use the db_role index (a scan of every
+    -- service, 0.2 ms at 1,200 services, measured).
+    SELECT * INTO v FROM handoff.services
+     WHERE db_role = session_user::text COLLATE "default" AND revoked_at IS NULL;
     IF NOT FOUND THEN
         RAISE EXCEPTION 'database role % is not an active Handoff service (unknown or revoked)',
             session_user USING ERRCODE = '28000';
@@ -131,7 +155,7 @@ $$;
 -- {eventId, fingerprint (hex), documentId, runId, version}; one verdict per
 -- element, in order:
 --   apply      the guard row is new and the order is right: act now (the
---              position moved with it; a rollback undoes both)
+--              guard row is the new position; a rollback undoes both)
 --   duplicate  the same event (same fingerprint) was taken before
 --   conflict   the event id was taken with another fingerprint
 --   stale      an older version (or an older run) than this consumer's position
@@ -166,6 +190,94 @@ DECLARE
                        OR EXISTS (SELECT 1 FROM consumer_parked p
                                    WHERE p.tenant_id = v_me.tenant_id AND p.consumer = v_me.name);
 BEGIN
+    -- The fast path, for the usual batch: nothing set aside, each document
+    -- once. One set-based statement judges every event on one snapshot and
+    -- inserts the guard rows of those to act on (a fifth of the loop's server
+    -- time, measured). An event whose guard row was already there, or was
+    -- committed meanwhile by a concurrent taker, is skipped by the INSERT:
+    -- its fingerprint is then read (a new statement sees that commit), so it
+    -- is a duplicate or a conflict, never applied twice.
+    IF NOT v_blocked AND (SELECT count(DISTINCT x."documentId") = count(*)
+                            FROM jsonb_to_recordset(p_events) AS x("documentId" text)) THEN
+        FOR e IN
+            WITH ev AS (
+                SELECT x.event_id, decode(x.fingerprint, 'hex') AS fp, x.document_id, x.run_id,
+                       x.version, x.n
+                  FROM ROWS FROM (jsonb_to_recordset(p_events)
+                                  AS ("eventId" text, fingerprint text, "documentId" text,
+                                      "runId" integer, version integer))
+                       WITH ORDINALITY AS x(event_id, fingerprint, document_id, run_id, version, n)
+            ),
+            judged AS (
+                SELECT ev.*, pos.run_id AS pos_run,
+                       CASE WHEN pos.run_id = ev.run_id THEN pos.version ELSE 0 END AS pos_ver,
+                       pos.version AS pos_version, s.version AS state_ver
+                  FROM ev
+                  -- LATERAL ... LIMIT 1: one index probe per event (a plain
+                  -- join may hash every state row of the tenant instead).
+                  LEFT JOIN LATERAL (
+                      SELECT g.run_id, g.version FROM consumer_guards g
+                       WHERE g.tenant_id = v_me.tenant_id AND g.consumer = v_me.name
+                         AND g.document_id = ev.document_id
+                       ORDER BY g.run_id DESC, g.version DESC LIMIT 1) pos ON true
+                  LEFT JOIN LATERAL (
+                      SELECT d.version FROM document_state d
+                       WHERE d.tenant_id = v_me.tenant_id AND d.document_id = ev.document_id
+                         AND d.run_id = ev.run_id LIMIT 1) s ON true
+            ),
+            ruled AS (
+                SELECT j.*, m.missing, CASE
+                    WHEN j.pos_run > j.run_id OR (j.pos_run = j.run_id AND j.pos_ver >= j.version)
+                        THEN 'stale'
+                    WHEN j.state_ver IS NULL OR j.version > j.state_ver THEN 'future'
+                    WHEN m.missing IS NOT NULL AND NOT p_reconcile THEN 'gap'
+                    ELSE 'apply' END AS verdict
+                  FROM judged j
+                  LEFT JOIN LATERAL (
+                      SELECT string_agg(h.version::text, ',' ORDER BY h.version) AS missing
+                        FROM document_history h
+                       WHERE j.version > j.pos_ver + 1
+                         AND h.tenant_id = v_me.tenant_id AND h.document_id = j.document_id
+                         AND h.run_id = j.run_id AND h.version > j.pos_ver
+                         AND h.version < j.version AND h.event_type = ANY (p_types)
+                         AND (p_owner IS NULL OR h.owner_after = p_owner)) m ON true
+            ),
+            taken AS (
+                INSERT INTO consumer_guards (tenant_id, consumer, event_id, fingerprint,
+                                             document_id, run_id, version)
+                SELECT v_me.tenant_id, v_me.name, r.event_id, r.fp, r.document_id, r.run_id,
+                       r.version
+                  FROM ruled r WHERE r.verdict IN ('apply', 'stale')
+                ON CONFLICT DO NOTHING
+                RETURNING event_id
+            )
+            SELECT r.event_id, r.fp, r.verdict, t.event_id IS NOT NULL AS taken,
+                   CASE r.verdict
+                       WHEN 'stale' THEN format('position is run %s version %s', r.pos_run,
+                                                r.pos_version)
+                       WHEN 'future' THEN format('the database holds %s of run %s',
+                                                 coalesce('version ' || r.state_ver, 'no state'),
+                                                 r.run_id)
+                       ELSE r.missing END AS detail
+              FROM ruled r LEFT JOIN taken t ON t.event_id = r.event_id
+             ORDER BY r.n
+        LOOP
+            verdict := e.verdict; detail := e.detail;
+            IF e.verdict IN ('apply', 'stale') AND NOT e.taken THEN
+                SELECT g.fingerprint INTO v_old_fp FROM consumer_guards g
+                 WHERE g.tenant_id = v_me.tenant_id AND g.consumer = v_me.name
+                   AND g.event_id = e.event_id;
+                verdict := CASE WHEN v_old_fp = e.fp THEN 'duplicate' ELSE 'conflict' END;
+                detail := NULL;
+            END IF;
+            RETURN NEXT;
+        END LOOP;
+        RETURN;
+    END IF;
+
+    -- The general path, one event at a time, in order: documents that occur
+    -- more than once (each event moves the position the next one is judged
+    -- by), and consumers with set-aside work.
     FOR e IN SELECT * FROM jsonb_to_recordset(p_events)
                  AS x("eventId" text, fingerprint text, "documentId" text, "runId" integer,
                       version integer)
@@ -207,10 +319,10 @@ BEGIN
             detail := NULL; RETURN NEXT; CONTINUE;
         END IF;
 
-        SELECT p.run_id, p.version INTO v_pos_run, v_pos_ver FROM consumer_positions p
-         WHERE p.tenant_id = v_me.tenant_id AND p.consumer = v_me.name
-           AND p.document_id = e."documentId"
-         ORDER BY p.run_id DESC LIMIT 1;
+        SELECT g.run_id, g.version INTO v_pos_run, v_pos_ver FROM consumer_guards g
+         WHERE g.tenant_id = v_me.tenant_id AND g.consumer = v_me.name
+           AND g.document_id = e."documentId" AND g.event_id <> e."eventId"
+         ORDER BY g.run_id DESC, g.version DESC LIMIT 1;
         IF v_pos_run > e."runId" OR (v_pos_run = e."runId" AND v_pos_ver >= e.version) THEN
             verdict := 'stale';
             detail := format('position is run %s version %s', v_pos_run, v_pos_ver);
@@ -234,23 +346,23 @@ BEGIN
 
         -- Versions between the position and this one that this consumer
         -- handles: they were accepted, so their events exist and are late.
-        SELECT string_agg(h.version::text, ',' ORDER BY h.version) INTO v_missing
-          FROM document_history h
-         WHERE h.tenant_id = v_me.tenant_id AND h.document_id = e."documentId"
-           AND h.run_id = e."runId" AND h.version > v_pos_ver AND h.version < e.version
-           AND h.event_type = ANY (p_types)
-           AND (p_owner IS NULL OR h.owner_after = p_owner);
+        -- (The next version in line, the usual case, needs no look.)
+        v_missing := NULL;
+        IF e.version > v_pos_ver + 1 THEN
+            SELECT string_agg(h.version::text, ',' ORDER BY h.version) INTO v_missing
+              FROM document_history h
+             WHERE h.tenant_id = v_me.tenant_id AND h.document_id = e."documentId"
+               AND h.run_id = e."runId" AND h.version > v_pos_ver AND h.version < e.version
+               AND h.event_type = ANY (p_types)
+               AND (p_owner IS NULL OR h.owner_after = p_owner);
+        END IF;
         IF v_missing IS NOT NULL AND NOT p_reconcile THEN
             DELETE FROM consumer_guards g WHERE g.tenant_id = v_me.tenant_id
                AND g.consumer = v_me.name AND g.event_id = e."eventId";
             verdict := 'gap'; detail := v_missing; RETURN NEXT; CONTINUE;
         END IF;
 
-        INSERT INTO consumer_positions AS p (tenant_id, consumer, document_id, run_id, version)
-        VALUES (v_me.tenant_id, v_me.name, e."documentId", e."runId", e.version)
-        ON CONFLICT (tenant_id, consumer, document_id, run_id)
-        DO UPDATE SET version = EXCLUDED.version, updated_at = now()
-              WHERE p.version < EXCLUDED.version;
+        -- Applied: this guard row is the new position; a rollback undoes both.
         verdict := 'apply'; detail := v_missing; RETURN NEXT;
     END LOOP;
 END

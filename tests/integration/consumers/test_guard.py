@@ -132,7 +132,7 @@ def test_each_consumer_has_its_own_guard_space_and_service_roles_cannot_touch_th
         "SELECT * FROM handoff.quarantine",
         "UPDATE handoff.quarantine SET status = 'discarded'",
         "SELECT * FROM handoff.consumer_parked",
-        "DELETE FROM handoff.consumer_positions",
+        "UPDATE handoff.consumer_guards SET version = 1",
     ):
         with pytest.raises(psycopg.errors.InsufficientPrivilege):
             audit.execute(statement)

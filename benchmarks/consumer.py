@@ -1,0 +1,370 @@
+"""Guarded consumer throughput, memory and hop latency, side by side in one run.
+
+- bare: a plain confluent-kafka consume-and-decode loop (registry schema,
+  fastavro) over the same events: the ceiling of reading at all;
+- batched / batch 1: ``handoff consume`` processes with a one-INSERT local
+  effect, guard, ordering and offsets included; rate from the effects' own
+  commit-side timestamps (group join and start-up excluded); peak RSS sampled;
+- pgbench: one client running a one-INSERT transaction on the same server,
+  the floor a batch-1 consumer (one transaction per event) is compared with;
+- hop: creates paced at a steady rate with a relay and a consumer running;
+  the consumer hands each document on; latency = its handler's end (just
+  before commit) minus the event's ``occurredAt`` (the emit's transaction).
+
+Everything created is removed afterwards: rows, services and roles, topics.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import fastavro
+import psutil
+import psycopg
+from confluent_kafka import Consumer
+from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
+from confluent_kafka.schema_registry import SchemaRegistryClient
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
+
+from benchmarks import pgbench
+from benchmarks.consumer_app import EFFECTS_DDL
+from benchmarks.stats import percentile
+from handoff.core.identity import Credential
+from handoff.core.services import add_service, remove_service
+from handoff.core.settings import HandoffSettings
+
+Progress = Callable[[str], None]
+SERVICES = ("creator", "bench-batched", "bench-single", "bench-hop", "bench-next")
+
+CREATE_MANY = """
+SELECT count(handoff.emit_direct('create', %(prefix)s || 'e-' || g, 'created',
+                                 %(prefix)s || 'doc-' || g, NULL, NULL,
+                                 %(owner)s, 'new', NULL, NULL, '{"amount": 1}'::jsonb, NULL,
+                                 NULL))
+  FROM generate_series(%(first)s::int, %(last)s::int) AS g
+"""
+
+CLEAN = [
+    "DELETE FROM handoff_bench.effects WHERE tenant_id = %(tenant)s",
+    "DELETE FROM handoff.consumer_guards WHERE tenant_id = %(tenant)s",
+    "DELETE FROM handoff.quarantine WHERE tenant_id = %(tenant)s",
+    "DELETE FROM handoff.consumer_parked WHERE tenant_id = %(tenant)s",
+    "DELETE FROM handoff.document_history WHERE tenant_id = %(tenant)s",
+    "DELETE FROM handoff.document_state WHERE tenant_id = %(tenant)s",
+    "DELETE FROM handoff.owner_counts WHERE tenant_id = %(tenant)s",
+    "DELETE FROM handoff.owner_due_counts WHERE tenant_id = %(tenant)s",
+    "DELETE FROM handoff.receipts WHERE tenant_id = %(tenant)s",
+    "DELETE FROM handoff.rejections WHERE tenant_id = %(tenant)s",
+    "DELETE FROM handoff.outbox WHERE tenant_id = %(tenant)s",
+]
+
+
+@dataclass
+class Run:
+    events: int
+    per_s: float
+    rss_mb: float
+
+
+@dataclass
+class ConsumerResult:
+    bare: Run
+    batched: Run
+    single: Run
+    batch_size: int
+    pgbench_tps: float
+    pgbench_p50_ms: float
+    pgbench_p99_ms: float
+    hop_rate: float
+    hop_events: int
+    hop_p50_ms: float
+    hop_p99_ms: float
+    hop_rss_mb: float
+
+
+class Bench:
+    def __init__(self, settings: HandoffSettings, home: Path, progress: Progress) -> None:
+        self.settings, self.home, self.say = settings, home, progress
+        self.tenant = f"cbench-{uuid.uuid4().hex[:6]}"
+        self.topics: list[str] = []
+        self.creds: dict[str, Credential] = {}
+
+    # -- set-up and clean-up ------------------------------------------------------------
+
+    def prepare(self) -> None:
+        with psycopg.connect(self.settings.database_url, autocommit=True) as conn:
+            conn.execute(EFFECTS_DDL)
+            for name in SERVICES:
+                self.creds[name] = add_service(
+                    conn, name, tenant=self.tenant, can_create=name == "creator"
+                )
+
+    def clean(self) -> None:
+        with psycopg.connect(self.settings.database_url, autocommit=True) as conn:
+            for statement in CLEAN:
+                conn.execute(statement, {"tenant": self.tenant})
+            conn.execute("DROP TABLE IF EXISTS handoff_bench.pgbench_insert")
+            for name in self.creds:
+                remove_service(conn, name, tenant=self.tenant)
+        if self.topics:
+            admin = AdminClient({"bootstrap.servers": self.settings.kafka_bootstrap})
+            for future in admin.delete_topics(self.topics, operation_timeout=30).values():
+                future.result(60)
+
+    def topic(self, kind: str) -> str:
+        name = f"bench.consumer.{kind}.{uuid.uuid4().hex[:6]}"
+        admin = AdminClient({"bootstrap.servers": self.settings.kafka_bootstrap})
+        for future in admin.create_topics(
+            [NewTopic(name, num_partitions=6, replication_factor=1)]
+        ).values():
+            future.result(30)
+        self.topics.append(name)
+        return name
+
+    def _as(self, name: str) -> str:
+        cred = self.creds[name]
+        return make_conninfo(self.settings.database_url, user=cred.role, password=cred.secret)
+
+    def fill(self, events: int, owner: str) -> None:
+        with psycopg.connect(self._as("creator"), autocommit=True) as conn:
+            step = 5000
+            for first in range(1, events + 1, step):
+                last = min(events, first + step - 1)
+                conn.execute(
+                    CREATE_MANY, {"prefix": "t-", "owner": owner, "first": first, "last": last}
+                )
+                self.say(f"  created {last:,} documents")
+
+    def _env(self, **extra: str) -> dict[str, str]:
+        return {**os.environ, "HANDOFF_HOME": str(self.home), **extra}
+
+    def publish(self, topic: str) -> None:
+        subprocess.run(
+            [sys.executable, "-m", "handoff.stack", "relay", "--once"],
+            env=self._env(HANDOFF_RELAY_DEFAULT_TOPIC=topic, HANDOFF_RELAY_BATCH_SIZE="5000"),
+            check=True,
+            capture_output=True,
+        )
+
+    # -- the measurements --------------------------------------------------------------
+
+    def bare(self, topic: str, events: int) -> Run:
+        """Consume and decode only: the registry's writer schema, fastavro, header filter."""
+        consumer = Consumer(
+            {
+                "bootstrap.servers": self.settings.kafka_bootstrap,
+                "group.id": f"bare-{uuid.uuid4().hex[:8]}",
+                "auto.offset.reset": "earliest",
+                "enable.auto.commit": False,
+            }
+        )
+        schemas: dict[int, Any] = {}
+        seen = 0
+        began = 0.0
+        with SchemaRegistryClient({"url": self.settings.schema_registry_url}) as registry:
+            consumer.subscribe([topic])
+            deadline = time.monotonic() + 300
+            while seen < events and time.monotonic() < deadline:
+                for msg in consumer.consume(1000, 1.0):
+                    if msg.error():
+                        continue
+                    if not began:
+                        began = time.perf_counter()
+                    if dict(msg.headers() or []).get("tenant") != self.tenant.encode():
+                        continue
+                    value = msg.value() or b""
+                    schema_id = int.from_bytes(value[1:5], "big")
+                    if schema_id not in schemas:
+                        text = registry.get_schema(schema_id).schema_str or ""
+                        schemas[schema_id] = fastavro.parse_schema(json.loads(text))
+                    fastavro.schemaless_reader(io.BytesIO(value[5:]), schemas[schema_id], None)
+                    seen += 1
+        elapsed = time.perf_counter() - began
+        consumer.close()
+        return Run(seen, seen / elapsed, psutil.Process().memory_info().rss / 1e6)
+
+    def guarded(self, name: str, topic: str, events: int, batch_size: int) -> Run:
+        """``handoff consume`` until it has applied every event; rate from its effects."""
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "handoff.stack", "consume", "benchmarks.consumer_app:app",
+             "--topic", topic, "--batch-size", str(batch_size), "--idle-exit", "3"],
+            env=self._env(BENCH_CONSUMER=name, HANDOFF_CONSUMER_CREDENTIAL=self.creds[name].token),
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+        )  # fmt: skip
+        peak = _watch(proc)
+        if proc.returncode != 0:
+            raise RuntimeError(f"consumer exited {proc.returncode}: {proc.stderr}")
+        with psycopg.connect(self.settings.database_url) as conn:
+            row = conn.execute(
+                "SELECT count(*), extract(epoch FROM max(done_at) - min(done_at))"
+                "  FROM handoff_bench.effects WHERE tenant_id = %s AND consumer = %s",
+                (self.tenant, name),
+            ).fetchone()
+        assert row is not None
+        count, span = int(row[0]), float(row[1] or 0)
+        if count != events:
+            raise RuntimeError(f"{name} applied {count} of {events} events")
+        return Run(count, (count - 1) / span if span else float("nan"), peak)
+
+    def pgbench_insert(self, seconds: int) -> pgbench.PgbenchResult:
+        with psycopg.connect(self.settings.database_url, autocommit=True) as conn:
+            conn.execute("CREATE TABLE IF NOT EXISTS handoff_bench.pgbench_insert (n bigint)")
+        with tempfile.NamedTemporaryFile("w", suffix=".sql", delete=False) as script:
+            script.write(
+                "\\set n random(1, 1000000000)\n"
+                "INSERT INTO handoff_bench.pgbench_insert (n) VALUES (:n);\n"
+            )
+        try:
+            database = str(conninfo_to_dict(self.settings.database_url)["dbname"])
+            return pgbench.run_script(
+                self.settings.database_url, database, 1, seconds, ["-f", script.name]
+            )
+        finally:
+            Path(script.name).unlink()
+
+    def hop(self, rate: float, seconds: float) -> tuple[float, int, float, float, float]:
+        """Creates for bench-hop at ``rate``/s; bench-hop hands each to bench-next."""
+        topic = self.topic("hop")
+        logs = self.home / "logs"
+        logs.mkdir(parents=True, exist_ok=True)
+        relay = subprocess.Popen(
+            [sys.executable, "-m", "handoff.stack", "relay"],
+            env=self._env(HANDOFF_RELAY_DEFAULT_TOPIC=topic),
+            stdout=subprocess.DEVNULL,
+            stderr=(logs / "bench-consumer-relay.log").open("wb"),
+        )
+        hop = subprocess.Popen(
+            [sys.executable, "-m", "handoff.stack", "consume", "benchmarks.consumer_app:app",
+             "--topic", topic, "--batch-size", "100"],
+            env=self._env(BENCH_CONSUMER="bench-hop", BENCH_NEXT="bench-next",
+                          HANDOFF_CONSUMER_CREDENTIAL=self.creds["bench-hop"].token),
+            stdout=subprocess.DEVNULL,
+            stderr=(logs / "bench-consumer-hop.log").open("wb"),
+        )  # fmt: skip
+        peak = [0.0]
+        watcher = threading.Thread(target=lambda: peak.__setitem__(0, _watch(hop)), daemon=True)
+        watcher.start()
+        try:
+            time.sleep(8)  # the relay has its slots, the consumer has joined its group
+            sent = self._pace(rate, seconds)
+            with psycopg.connect(self.settings.database_url, autocommit=True) as conn:
+
+                def applied() -> int:
+                    row = conn.execute(
+                        "SELECT count(*) FROM handoff_bench.effects"
+                        " WHERE tenant_id = %s AND consumer = 'bench-hop'",
+                        (self.tenant,),
+                    ).fetchone()
+                    return int(row[0]) if row else 0
+
+                deadline = time.monotonic() + 120
+                while applied() < sent and time.monotonic() < deadline:
+                    time.sleep(0.5)
+                lat = [
+                    float(r[0])
+                    for r in conn.execute(
+                        "SELECT extract(epoch FROM done_at - occurred_at) * 1000"
+                        "  FROM handoff_bench.effects"
+                        " WHERE tenant_id = %s AND consumer = 'bench-hop' ORDER BY 1",
+                        (self.tenant,),
+                    )
+                ]
+        finally:
+            for proc in (hop, relay):
+                proc.send_signal(signal.SIGTERM)
+            for proc in (hop, relay):
+                proc.wait(60)
+            watcher.join(5)
+        if len(lat) != sent:
+            raise RuntimeError(f"the hop consumer applied {len(lat)} of {sent} handoffs")
+        return sent / seconds, sent, percentile(lat, 50), percentile(lat, 99), peak[0]
+
+    def _pace(self, rate: float, seconds: float) -> int:
+        """Creates at a steady ``rate`` from two threads; returns how many were sent."""
+        sent = [0, 0]
+
+        def worker(index: int) -> None:
+            interval = 2.0 / rate
+            with psycopg.connect(self._as("creator"), autocommit=True) as conn:
+                began = time.perf_counter()
+                n = 0
+                while (due := began + n * interval) < began + seconds:
+                    if (wait := due - time.perf_counter()) > 0:
+                        time.sleep(wait)
+                    conn.execute(
+                        CREATE_MANY,
+                        {"prefix": f"hop-{index}-", "owner": "bench-hop",
+                         "first": n * 2 + index, "last": n * 2 + index},
+                    )  # fmt: skip
+                    n += 1
+                sent[index] = n
+
+        threads = [threading.Thread(target=worker, args=(i,)) for i in range(2)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        return sum(sent)
+
+
+def _watch(proc: subprocess.Popen[bytes]) -> float:
+    """Peak RSS (MB) of a process, sampled until it exits."""
+    peak = 0
+    try:
+        watched = psutil.Process(proc.pid)
+        while proc.poll() is None:
+            peak = max(peak, watched.memory_info().rss)
+            time.sleep(0.2)
+    except psutil.NoSuchProcess:
+        pass
+    proc.wait()
+    return peak / 1e6
+
+
+def run(
+    settings: HandoffSettings,
+    home: Path,
+    events: int,
+    batch_size: int,
+    rate: float,
+    seconds: float,
+    progress: Progress,
+) -> ConsumerResult:
+    bench = Bench(settings, home, progress)
+    bench.prepare()
+    try:
+        progress(f"  {events:,} documents for the throughput runs…")
+        bench.fill(events, "bench-batched")
+        topic = bench.topic("throughput")
+        bench.publish(topic)
+        progress("  bare consume-and-decode loop…")
+        bare = bench.bare(topic, events)
+        progress(f"  handoff consume, batch {batch_size}…")
+        batched = bench.guarded("bench-batched", topic, events, batch_size)
+        progress("  handoff consume, batch 1…")
+        single = bench.guarded("bench-single", topic, events, 1)
+        progress("  pgbench, one-INSERT transaction, one client…")
+        insert = bench.pgbench_insert(max(int(seconds), 1))
+        progress(f"  hop latency at {rate:,.0f} handoffs/s for {seconds:.0f} s…")
+        hop_rate, hop_events, p50, p99, hop_rss = bench.hop(rate, seconds)
+    finally:
+        progress("  removing what the benchmark created…")
+        bench.clean()
+    return ConsumerResult(
+        bare, batched, single, batch_size, insert.tps, insert.p50_ms, insert.p99_ms,
+        hop_rate, hop_events, p50, p99, hop_rss,
+    )  # fmt: skip
