@@ -151,6 +151,11 @@ class Bench:
     def _env(self, **extra: str) -> dict[str, str]:
         return {**os.environ, "HANDOFF_HOME": str(self.home), **extra}
 
+    def _logs(self) -> Path:
+        folder = self.home / "logs"
+        folder.mkdir(parents=True, exist_ok=True)
+        return folder
+
     def publish(self, topic: str) -> None:
         subprocess.run(
             [sys.executable, "-m", "handoff.stack", "relay", "--once"],
@@ -198,16 +203,19 @@ class Bench:
 
     def guarded(self, name: str, topic: str, events: int, batch_size: int) -> Run:
         """``handoff consume`` until it has applied every event; rate from its effects."""
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "handoff.stack", "consume", "benchmarks.consumer_app:app",
-             "--topic", topic, "--batch-size", str(batch_size), "--idle-exit", "3"],
-            env=self._env(BENCH_CONSUMER=name, HANDOFF_CONSUMER_CREDENTIAL=self.creds[name].token),
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
-        )  # fmt: skip
+        log_path = self._logs() / f"bench-consumer-{name}.log"
+        with log_path.open("wb") as log:
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "handoff.stack", "consume", "benchmarks.consumer_app:app",
+                 "--topic", topic, "--batch-size", str(batch_size), "--idle-exit", "3"],
+                env=self._env(BENCH_CONSUMER=name,
+                              HANDOFF_CONSUMER_CREDENTIAL=self.creds[name].token),
+                stdout=subprocess.DEVNULL,
+                stderr=log,
+            )  # fmt: skip
         peak = _watch(proc)
         if proc.returncode != 0:
-            raise RuntimeError(f"consumer exited {proc.returncode}: {proc.stderr}")
+            raise RuntimeError(f"consumer exited {proc.returncode}; see {log_path}")
         with psycopg.connect(self.settings.database_url) as conn:
             row = conn.execute(
                 "SELECT count(*), extract(epoch FROM max(done_at) - min(done_at))"
@@ -239,22 +247,23 @@ class Bench:
     def hop(self, rate: float, seconds: float) -> tuple[float, int, float, float, float]:
         """Creates for bench-hop at ``rate``/s; bench-hop hands each to bench-next."""
         topic = self.topic("hop")
-        logs = self.home / "logs"
-        logs.mkdir(parents=True, exist_ok=True)
-        relay = subprocess.Popen(
-            [sys.executable, "-m", "handoff.stack", "relay"],
-            env=self._env(HANDOFF_RELAY_DEFAULT_TOPIC=topic),
-            stdout=subprocess.DEVNULL,
-            stderr=(logs / "bench-consumer-relay.log").open("wb"),
-        )
-        hop = subprocess.Popen(
-            [sys.executable, "-m", "handoff.stack", "consume", "benchmarks.consumer_app:app",
-             "--topic", topic, "--batch-size", "100"],
-            env=self._env(BENCH_CONSUMER="bench-hop", BENCH_NEXT="bench-next",
-                          HANDOFF_CONSUMER_CREDENTIAL=self.creds["bench-hop"].token),
-            stdout=subprocess.DEVNULL,
-            stderr=(logs / "bench-consumer-hop.log").open("wb"),
-        )  # fmt: skip
+        logs = self._logs()
+        with (logs / "bench-consumer-relay.log").open("wb") as log:
+            relay = subprocess.Popen(
+                [sys.executable, "-m", "handoff.stack", "relay"],
+                env=self._env(HANDOFF_RELAY_DEFAULT_TOPIC=topic),
+                stdout=subprocess.DEVNULL,
+                stderr=log,
+            )
+        with (logs / "bench-consumer-hop.log").open("wb") as log:  # the child keeps its copy
+            hop = subprocess.Popen(
+                [sys.executable, "-m", "handoff.stack", "consume", "benchmarks.consumer_app:app",
+                 "--topic", topic, "--batch-size", "100"],
+                env=self._env(BENCH_CONSUMER="bench-hop", BENCH_NEXT="bench-next",
+                              HANDOFF_CONSUMER_CREDENTIAL=self.creds["bench-hop"].token),
+                stdout=subprocess.DEVNULL,
+                stderr=log,
+            )  # fmt: skip
         peak = [0.0]
         watcher = threading.Thread(target=lambda: peak.__setitem__(0, _watch(hop)), daemon=True)
         watcher.start()
