@@ -63,6 +63,16 @@ class ConsumerSettings(BaseSettings):
             "partitions before the group gives them to another (the broker allows 6 s and up).",
         ),
     ] = 45.0
+    commit_interval_s: Annotated[
+        float,
+        Field(
+            gt=0,
+            le=60,
+            description="How often offsets stored after database commits are committed to "
+            "Kafka (and on shutdown). Longer means more redelivered, guard-absorbed events "
+            "after a crash, never a lost one.",
+        ),
+    ] = 1.0
     reader_schema_version: Annotated[
         int | None,
         Field(ge=1, description="Read events as this schema version (default: the newest)."),
