@@ -47,6 +47,12 @@ from handoff.core.services import add_service, remove_service
 from handoff.core.settings import HandoffSettings
 
 Progress = Callable[[str], None]
+# The hop consumer's batch limit. A batch is what is buffered when the
+# consumer looks (one event at a time when it keeps up); the limit matters
+# when it falls behind: 10 was measured to fall behind for good on this
+# 2-core machine (the relay, the pacer, PostgreSQL and Kafka share it),
+# while 100 catches up, the units' fixed cost being shared by more events.
+HOP_BATCH = 100
 SERVICES = ("creator", "bench-batched", "bench-single", "bench-hop", "bench-next")
 
 CREATE_MANY = """
@@ -258,7 +264,7 @@ class Bench:
         with (logs / "bench-consumer-hop.log").open("wb") as log:  # the child keeps its copy
             hop = subprocess.Popen(
                 [sys.executable, "-m", "handoff.stack", "consume", "benchmarks.consumer_app:app",
-                 "--topic", topic, "--batch-size", "100"],
+                 "--topic", topic, "--batch-size", str(HOP_BATCH)],
                 env=self._env(BENCH_CONSUMER="bench-hop", BENCH_NEXT="bench-next",
                               HANDOFF_CONSUMER_CREDENTIAL=self.creds["bench-hop"].token),
                 stdout=subprocess.DEVNULL,
