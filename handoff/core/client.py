@@ -11,7 +11,6 @@ Both return a ``Receipt`` or raise the typed errors of ``handoff.core.errors``.
 from __future__ import annotations
 
 from dataclasses import replace
-from datetime import datetime
 from typing import Any, Protocol
 from urllib.parse import quote
 
@@ -19,6 +18,7 @@ import httpx
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from psycopg_pool import ConnectionPool, PoolTimeout
 
+from handoff.core.calls import Calls
 from handoff.core.emitter import Request, emit_direct
 from handoff.core.errors import (
     DatabaseUnavailable,
@@ -33,8 +33,6 @@ from handoff.core.models import (
     CreateRequest,
     HandoffRequest,
     Receipt,
-    StartRunRequest,
-    validated,
 )
 from handoff.core.retry import CONFLICTS
 from handoff.core.settings import load_settings
@@ -139,7 +137,7 @@ def _where(conninfo: str) -> str:
     return f"{parts.get('host', '?')}:{parts.get('port', '5432')}/{parts.get('dbname', '?')}"
 
 
-class HandoffClient:
+class HandoffClient(Calls[Receipt]):
     """Create documents and hand them off, as one service."""
 
     def __init__(self, transport: Transport) -> None:
@@ -163,89 +161,7 @@ class HandoffClient:
         cred = credential if isinstance(credential, Credential) else Credential.parse(credential)
         return cls(HttpTransport(base_url, cred, timeout_s=timeout_s))
 
-    def create(
-        self,
-        *,
-        event_id: str,
-        document_id: str,
-        owner: str,
-        status: str,
-        due_at: datetime | None = None,
-        data: dict[str, Any] | None = None,
-        event_type: str = "created",
-        correlation_id: str | None = None,
-        causation_id: str | None = None,
-    ) -> Receipt:
-        """Initial assignment: version 1 of run 1, owned by ``owner``."""
-        request = validated(
-            CreateRequest,
-            event_id=event_id,
-            document_id=document_id,
-            owner=owner,
-            status=status,
-            due_at=due_at,
-            data=data,
-            event_type=event_type,
-            correlation_id=correlation_id,
-            causation_id=causation_id,
-        )
-        return self._transport.send(request)
-
-    def emit(
-        self,
-        *,
-        event_id: str,
-        event_type: str,
-        document_id: str,
-        next_owner: str | None,
-        status: str,
-        expected_version: int,
-        sender: str | None = None,
-        due_at: datetime | None = None,
-        data: dict[str, Any] | None = None,
-        run_id: int | None = None,
-        correlation_id: str | None = None,
-        causation_id: str | None = None,
-    ) -> Receipt:
-        """Handoff (``next_owner`` differs), progress (same) or completion (``None``)."""
-        request = validated(
-            HandoffRequest,
-            event_id=event_id,
-            event_type=event_type,
-            document_id=document_id,
-            next_owner=next_owner,
-            status=status,
-            expected_version=expected_version,
-            sender=sender,
-            due_at=due_at,
-            data=data,
-            run_id=run_id,
-            correlation_id=correlation_id,
-            causation_id=causation_id,
-        )
-        return self._transport.send(request)
-
-    def start_run(
-        self,
-        *,
-        event_id: str,
-        document_id: str,
-        owner: str,
-        status: str,
-        due_at: datetime | None = None,
-        data: dict[str, Any] | None = None,
-        event_type: str = "run-started",
-    ) -> Receipt:
-        """Reprocess a finished document: a new run whose versions start again at 1."""
-        request = validated(
-            StartRunRequest,
-            event_id=event_id,
-            owner=owner,
-            status=status,
-            due_at=due_at,
-            data=data,
-            event_type=event_type,
-        )
+    def _send(self, request: Request, document_id: str | None = None) -> Receipt:
         return self._transport.send(request, document_id)
 
     def close(self) -> None:

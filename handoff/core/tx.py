@@ -27,7 +27,6 @@ from __future__ import annotations
 import enum
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
-from datetime import datetime
 from typing import Any, LiteralString, TypeVar
 
 import orjson
@@ -35,16 +34,13 @@ import psycopg
 from psycopg import pq, sql
 from psycopg.types.json import Jsonb
 
+from handoff.core.calls import Calls
 from handoff.core.db import translated
-from handoff.core.emitter import emit_in
+from handoff.core.emitter import Request, emit_in
 from handoff.core.errors import ConfigurationError, TransientConflict
 from handoff.core.models import (
-    CreateRequest,
-    HandoffRequest,
     Receipt,
     Rejection,
-    StartRunRequest,
-    validated,
 )
 from handoff.core.retry import CONFLICTS, RetryPolicy
 
@@ -57,7 +53,7 @@ class TxStatus(enum.Enum):
     ROLLED_BACK = "rolled back"
 
 
-class HandoffTx:
+class HandoffTx(Calls[Receipt | Rejection]):
     """One open unit on a connection logged in as a service's own role."""
 
     def __init__(self, conn: psycopg.Connection[Any]) -> None:
@@ -129,103 +125,17 @@ class HandoffTx:
             statement, (Jsonb([dict(zip(columns, row, strict=True)) for row in rows], _dumps),)
         )
 
-    def _send(
-        self, request: CreateRequest | HandoffRequest | StartRunRequest, doc: str | None = None
-    ) -> Receipt | Rejection:
+    def _send(self, request: Request, document_id: str | None = None) -> Receipt | Rejection:
         self._active()
         # No flush first: the emit function reads only Handoff's own tables,
         # which a service's writes cannot touch, so deferred writes may go
         # after it; they still go before the commit.
-        result = emit_in(self.conn, request, doc)
-        (self.receipts if isinstance(result, Receipt) else self.rejections).append(result)  # type: ignore[arg-type]
+        result = emit_in(self.conn, request, document_id)
+        if isinstance(result, Receipt):
+            self.receipts.append(result)
+        else:
+            self.rejections.append(result)
         return result
-
-    def create(
-        self,
-        *,
-        event_id: str,
-        document_id: str,
-        owner: str,
-        status: str,
-        due_at: datetime | None = None,
-        data: dict[str, Any] | None = None,
-        event_type: str = "created",
-        correlation_id: str | None = None,
-        causation_id: str | None = None,
-    ) -> Receipt | Rejection:
-        """Initial assignment, in this unit."""
-        return self._send(
-            validated(
-                CreateRequest,
-                event_id=event_id,
-                document_id=document_id,
-                owner=owner,
-                status=status,
-                due_at=due_at,
-                data=data,
-                event_type=event_type,
-                correlation_id=correlation_id,
-                causation_id=causation_id,
-            )
-        )
-
-    def emit(
-        self,
-        *,
-        event_id: str,
-        event_type: str,
-        document_id: str,
-        next_owner: str | None,
-        status: str,
-        expected_version: int,
-        sender: str | None = None,
-        due_at: datetime | None = None,
-        data: dict[str, Any] | None = None,
-        run_id: int | None = None,
-        correlation_id: str | None = None,
-        causation_id: str | None = None,
-    ) -> Receipt | Rejection:
-        """Handoff, progress or completion, in this unit."""
-        return self._send(
-            validated(
-                HandoffRequest,
-                event_id=event_id,
-                event_type=event_type,
-                document_id=document_id,
-                next_owner=next_owner,
-                status=status,
-                expected_version=expected_version,
-                sender=sender,
-                due_at=due_at,
-                data=data,
-                run_id=run_id,
-                correlation_id=correlation_id,
-                causation_id=causation_id,
-            )
-        )
-
-    def start_run(
-        self,
-        *,
-        event_id: str,
-        document_id: str,
-        owner: str,
-        status: str,
-        due_at: datetime | None = None,
-        data: dict[str, Any] | None = None,
-        event_type: str = "run-started",
-    ) -> Receipt | Rejection:
-        """A new run of a finished document, in this unit."""
-        request = validated(
-            StartRunRequest,
-            event_id=event_id,
-            owner=owner,
-            status=status,
-            due_at=due_at,
-            data=data,
-            event_type=event_type,
-        )
-        return self._send(request, document_id)
 
     def commit(self) -> None:
         """Commit now. A lost connection here means the outcome is unknown."""
