@@ -10,6 +10,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from collections import Counter
 from collections.abc import Callable
 from typing import Any
@@ -19,6 +20,7 @@ import pytest
 
 from handoff.core import HandoffClient
 from handoff.core.identity import Credential
+from handoff.stack.local import LocalStack
 from handoff.stack.procs import wait_until
 from tests.fix_consumer import Consumers, Wire, effects, quarantined, wait_effects
 from tests.fix_relay import Relays
@@ -269,3 +271,28 @@ def test_header_filter_skips_without_decoding_and_malformed_bytes_are_quarantine
     assert consumers.metric(proc, "handoff_consumer_events_total", outcome="filtered") >= 3
     assert "reader schema v1" in consumers.log_of()
     _exactly_once(admin, tenant, 3)
+
+
+def test_a_database_restart_under_a_running_consumer_delays_work_and_loses_none(
+    relays: Relays,
+    consumers: Consumers,
+    service: Callable[..., Credential],
+    admin: psycopg.Connection[Any],
+    tenant: str,
+    local_stack: LocalStack,
+) -> None:
+    creator, review = service("creator", can_create=True), service("review")
+    _create(creator, 200)
+    relays.run_once()
+    proc = consumers.start("review", review, "--batch-size", "20", TEST_CONSUMER_SLEEP_S="0.01")
+    wait_effects(admin, tenant, 40)
+    admin.close()
+    local_stack.down(["postgres"])  # mid-stream: units fail, the connection is gone
+    time.sleep(2)
+    local_stack.up(["postgres"])
+    with psycopg.connect(local_stack.env()["HANDOFF_DATABASE_URL"], autocommit=True) as again:
+        wait_effects(again, tenant, 200, timeout=120)
+        _exactly_once(again, tenant, 200)
+        assert quarantined(again, tenant) == []  # an outage is not the events' fault
+    assert proc.poll() is None, "the consumer should have reconnected, not exited"
+    assert "reconnecting" in consumers.log_of()
