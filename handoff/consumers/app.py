@@ -57,18 +57,18 @@ class Consumer:
             raise ConfigurationError(f"consumer name: {problem}")
         self.name = name
         self._credential = credential
-        self._credential_env = credential_env
+        self.credential_env = credential_env
         # owner=None: every owner's events (a projection); else one owner's.
         self.owner = name if owner == SELF else owner
         self.handlers: dict[str, Handler] = {}
 
     @property
     def credential(self) -> Credential:
-        found = self._credential or os.environ.get(self._credential_env)
+        found = self._credential or os.environ.get(self.credential_env)
         if not found:
             raise ConfigurationError(
                 f"consumer {self.name} has no credential: pass it to Consumer(...) or set "
-                f"{self._credential_env} to what `handoff service add {self.name}` printed"
+                f"{self.credential_env} to what `handoff service add {self.name}` printed"
             )
         return found if isinstance(found, Credential) else Credential.parse(found)
 

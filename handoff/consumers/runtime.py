@@ -86,7 +86,7 @@ class Runtime:
                 if "password authentication failed" in str(exc):
                     raise ConfigurationError(
                         f"PostgreSQL refused the credential of {self.app.name}: check "
-                        f"{self.app._credential_env} (handoff service rotate prints a new one)"
+                        f"{self.app.credential_env} (handoff service rotate prints a new one)"
                     ) from exc
                 failures += 1
                 log.warning("database unreachable (%s); retrying", exc)
