@@ -283,3 +283,23 @@ def test_a_batch_with_one_poison_event_still_applies_its_neighbours_once(
     assert sorted(d for _, d, _, _, _ in effects(admin, tenant)) == ["a", "c"]
     [entry] = quarantined(admin, tenant)
     assert entry["document_id"] == "b" and entry["attempts"] == 2
+
+
+def test_an_absent_field_and_an_empty_string_reach_the_handler_as_they_were_sent(
+    story: Any, audit: Any, admin: psycopg.Connection[Any], tenant: str
+) -> None:
+    story(1, "absent")
+    p = story(1, "empty")
+    seen: dict[str, tuple[Any, Any]] = {}
+
+    def look(event: Event, tx: HandoffTx) -> None:
+        seen[event.document_id] = (event.causation_id, event.data.get("memo", "<missing>"))
+        record(event, tx)
+
+    consumer = audit(look)
+    # Another producer's envelope: an empty causation id and an empty memo.
+    consumer.deliver(
+        p["absent", 1, 1],
+        {**p["empty", 1, 1], "causationId": "", "data": {"memo": ""}},
+    )
+    assert seen == {"absent": (None, "<missing>"), "empty": ("", "")}
