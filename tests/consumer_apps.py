@@ -14,12 +14,14 @@ Configured by environment variables, so one module serves every scenario:
 Its local effect is a row in ``consumer_test.effects`` (no unique key, so
 a double effect would show as two rows). An event whose data says
 ``{"poison": true}`` fails until its document is listed in
-``consumer_test.cures``.
+``consumer_test.cures``; one whose data says ``{"crash": true}`` kills the
+process (kill -9), every time.
 """
 
 from __future__ import annotations
 
 import os
+import signal
 import time
 
 from handoff.consumers import Consumer, Event
@@ -59,6 +61,8 @@ SLEEP_S = float(os.environ.get("TEST_CONSUMER_SLEEP_S", "0"))
 def record(event: Event, tx: HandoffTx) -> None:
     if SLEEP_S:
         time.sleep(SLEEP_S)
+    if event.data.get("crash"):  # dies as a segfault or the OOM killer would
+        os.kill(os.getpid(), signal.SIGKILL)
     if event.data.get("poison"):
         cured = tx.execute(
             "SELECT 1 FROM consumer_test.cures WHERE tenant_id = %s AND document_id = %s",

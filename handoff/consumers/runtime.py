@@ -25,15 +25,17 @@ import psycopg
 from confluent_kafka import OFFSET_INVALID, KafkaError, Message, TopicPartition
 from confluent_kafka import Consumer as KafkaConsumer
 from psycopg.conninfo import make_conninfo
+from psycopg.types.json import Jsonb
 
 from handoff.consumers import metrics
 from handoff.consumers.app import Consumer
 from handoff.consumers.decoding import Decoder, reader_schema
 from handoff.consumers.event import Position
+from handoff.consumers.failures import Category
 from handoff.consumers.settings import ConsumerSettings
 from handoff.consumers.units import ConnectionLost, Item, Processor, sweep
 from handoff.core.errors import ConfigurationError, DatabaseUnavailable, MalformedEvent, Unavailable
-from handoff.core.guards_sql import PENDING, WHOAMI
+from handoff.core.guards_sql import PENDING, RECEIVE, WHOAMI
 from handoff.core.retry import RetryPolicy
 from handoff.core.settings import HandoffSettings
 
@@ -257,8 +259,40 @@ class Runtime:
                 msgs += consumer.consume(size - 1, 0)
         return msgs
 
+    def _receive(self, kind: str, items: list[Item]) -> int:
+        """Mark the offset ranges about to be processed; the most deliveries among them."""
+        assert self._reads is not None
+        ranges: dict[tuple[str, int], list[int]] = {}
+        for item in items:
+            p = item.position
+            span = ranges.setdefault((p.topic, p.partition), [p.offset, p.offset])
+            span[0], span[1] = min(span[0], p.offset), max(span[1], p.offset)
+        marks = [{"topic": t, "partition": n, "first": a, "last": b}
+                 for (t, n), (a, b) in ranges.items()]  # fmt: skip
+        row = self._reads.execute(RECEIVE, {"kind": kind, "marks": Jsonb(marks)}).fetchone()
+        return int(row[0]) if row else 1
+
     def _run_batch(self, items: list[Item]) -> None:
-        self.processor.run_batch(items)
+        limit = self.config.max_deliveries
+        if self._receive("batch", items) <= limit:
+            self.processor.run_batch(items)
+            return
+        # Processes have stopped (killed, out of memory, crashed) while on this
+        # batch more often than allowed: one event at a time, each counted.
+        log.warning("%s: batch delivered over %d times; one event at a time", self.app.name, limit)
+        for item in items:
+            stops = self._receive("event", [item]) - 1
+            if stops >= limit:
+                self.processor.quarantine(
+                    item,
+                    Category.HANDLER_ERROR,
+                    f"consumer processes stopped {stops} time(s) while handling this event "
+                    "(killed, out of memory or crashed); it is not handed to its handler again",
+                    stops,
+                )
+            else:
+                self.processor.run_one(item)
+                self._receive("done", [item])  # got through: its count starts again
 
     def _kafka_error(self, msg: Message) -> bool:
         error = msg.error()

@@ -29,3 +29,6 @@ SELECT kind, id, topic, kafka_partition, kafka_offset, message_key, message_valu
 TAKE = "SELECT handoff.consumer_take(%(kind)s, %(id)s)"
 
 PENDING = "SELECT quarantined, parked, oldest_s FROM handoff.consumer_pending()"
+
+# Marks deliveries about to be processed; answers the most any of them has had.
+RECEIVE = "SELECT handoff.consumer_receive(%(kind)s, %(marks)s)"

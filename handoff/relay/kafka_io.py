@@ -90,6 +90,10 @@ def register_schemas(registry_url: str, topics: list[str]) -> tuple[EventSchema,
                 for version in versions:
                     ids[topic] = registry.register_schema(subject, Schema(version.text, "AVRO"))
             except SchemaRegistryError as exc:
+                if exc.http_status_code >= 500:
+                    # The registry's own trouble (e.g. its database restarted
+                    # under it): the relay's setup loop waits and tries again.
+                    raise Unavailable(f"schema registry error for {subject}: {exc}") from exc
                 raise ConfigurationError(
                     f"registry refused the event schema for {subject}: {exc}; "
                     "run make schemas-check"

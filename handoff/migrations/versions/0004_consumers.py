@@ -27,10 +27,10 @@ def downgrade() -> None:
     # lookup uses the index.
     op.execute(
         """
-        DROP FUNCTION handoff.consumer_whoami, handoff.consumer_begin, handoff.consumer_hold,
-                      handoff.consumer_due, handoff.consumer_take, handoff.consumer_pending,
-                      handoff._consumer;
-        DROP TABLE handoff.consumer_parked, handoff.quarantine_audit, handoff.quarantine,
-                   handoff.consumer_guards;
+        DROP FUNCTION handoff.consumer_receive, handoff.consumer_whoami,
+                      handoff.consumer_begin, handoff.consumer_hold, handoff.consumer_due,
+                      handoff.consumer_take, handoff.consumer_pending, handoff._consumer;
+        DROP TABLE handoff.consumer_deliveries, handoff.consumer_parked,
+                   handoff.quarantine_audit, handoff.quarantine, handoff.consumer_guards;
         """
     )

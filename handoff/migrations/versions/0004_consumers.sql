@@ -523,3 +523,87 @@ AS $$
 $$;
 REVOKE ALL ON FUNCTION handoff.consumer_whoami FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION handoff.consumer_whoami TO handoff_service;
+
+-- Deliveries started per partition [SQS ApproximateReceiveCount]: before a
+-- batch is processed, its offset range in each partition is marked here, in a
+-- transaction of its own. A process that dies while handling it (kill, OOM,
+-- a crash in native code) leaves the mark behind; the next process to take
+-- any of that range again counts one more delivery. Past the limit the
+-- consumer takes the batch one event at a time (kind 'event', ranges of one),
+-- and an event that still stops it is quarantined without being handed to
+-- its handler again: a poison event cannot crash-loop a partition.
+--   Offsets below the marked range leave it be (after a restart the group
+-- resumes from its last committed offset, which may be earlier); offsets past
+-- it replace it (the range was got through).
+CREATE TABLE handoff.consumer_deliveries (
+    tenant_id       text        NOT NULL,
+    consumer        text        NOT NULL,
+    topic           text        NOT NULL,
+    kafka_partition integer     NOT NULL,
+    kind            text        NOT NULL CHECK (kind IN ('batch', 'event')),
+    first_offset    bigint      NOT NULL,
+    last_offset     bigint      NOT NULL,
+    attempts        integer     NOT NULL,
+    updated_at      timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (tenant_id, consumer, topic, kafka_partition, kind)
+) WITH (fillfactor = 50);  -- updated in place (HOT) on every batch
+
+-- Marks the ranges {topic, partition, first, last} about to be processed and
+-- answers the most deliveries any of them has had; p_kind 'done' tells that
+-- an event's range was got through (its count starts again). Its commit need
+-- not wait for the disk: a mark lost with a database crash only restarts a count.
+CREATE FUNCTION handoff.consumer_receive(p_kind text, p_marks jsonb) RETURNS integer
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = handoff, pg_temp
+AS $$
+DECLARE
+    v_me   services := _consumer();
+    m      record;
+    d      consumer_deliveries;
+    v_most integer := 0;
+BEGIN
+    PERFORM set_config('synchronous_commit', 'off', true);
+    IF p_kind = 'done' THEN
+        UPDATE consumer_deliveries c SET attempts = 0, updated_at = now()
+          FROM jsonb_to_recordset(p_marks)
+               AS x(topic text, "partition" integer, "first" bigint, "last" bigint)
+         WHERE c.tenant_id = v_me.tenant_id AND c.consumer = v_me.name AND c.kind = 'event'
+           AND c.topic = x.topic AND c.kafka_partition = x."partition"
+           AND c.first_offset = x."first";
+        RETURN 0;
+    END IF;
+    FOR m IN SELECT * FROM jsonb_to_recordset(p_marks)
+                 AS x(topic text, "partition" integer, "first" bigint, "last" bigint)
+    LOOP
+        SELECT * INTO d FROM consumer_deliveries c
+         WHERE c.tenant_id = v_me.tenant_id AND c.consumer = v_me.name AND c.topic = m.topic
+           AND c.kafka_partition = m."partition" AND c.kind = p_kind
+           FOR UPDATE;
+        IF NOT FOUND THEN
+            INSERT INTO consumer_deliveries (tenant_id, consumer, topic, kafka_partition, kind,
+                                             first_offset, last_offset, attempts)
+            VALUES (v_me.tenant_id, v_me.name, m.topic, m."partition", p_kind, m."first",
+                    m."last", 1)
+            ON CONFLICT DO NOTHING;
+            v_most := greatest(v_most, 1);
+        ELSIF m."last" < d.first_offset THEN
+            v_most := greatest(v_most, 1);          -- before the marked range
+        ELSIF m."first" > d.last_offset THEN
+            UPDATE consumer_deliveries c SET first_offset = m."first", last_offset = m."last",
+                                             attempts = 1, updated_at = now()
+             WHERE c.tenant_id = d.tenant_id AND c.consumer = d.consumer AND c.topic = d.topic
+               AND c.kafka_partition = d.kafka_partition AND c.kind = d.kind;
+            v_most := greatest(v_most, 1);
+        ELSE                                        -- taken again: one more delivery
+            UPDATE consumer_deliveries c SET attempts = c.attempts + 1, updated_at = now()
+             WHERE c.tenant_id = d.tenant_id AND c.consumer = d.consumer AND c.topic = d.topic
+               AND c.kafka_partition = d.kafka_partition AND c.kind = d.kind;
+            v_most := greatest(v_most, d.attempts + 1);
+        END IF;
+    END LOOP;
+    RETURN v_most;
+END
+$$;
+REVOKE ALL ON FUNCTION handoff.consumer_receive FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION handoff.consumer_receive TO handoff_service;

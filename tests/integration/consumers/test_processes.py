@@ -296,3 +296,46 @@ def test_a_database_restart_under_a_running_consumer_delays_work_and_loses_none(
         assert quarantined(again, tenant) == []  # an outage is not the events' fault
     assert proc.poll() is None, "the consumer should have reconnected, not exited"
     assert "reconnecting" in consumers.log_of()
+
+
+def test_an_event_that_kills_the_consumer_every_time_is_quarantined_after_a_bounded_number(
+    relays: Relays,
+    consumers: Consumers,
+    service: Callable[..., Credential],
+    admin: psycopg.Connection[Any],
+    tenant: str,
+) -> None:
+    creator, review = service("creator", can_create=True), service("review")
+    _create(creator, 12)
+    with HandoffClient.direct(creator) as client:
+        client.create(event_id="c-crash", document_id="doc-crash", owner="review", status="new",
+                      data={"crash": True})  # fmt: skip
+    _create_more = [(f"c-late-{i}", f"doc-late-{i}") for i in range(6)]
+    with HandoffClient.direct(creator) as client:
+        for event_id, doc in _create_more:
+            client.create(event_id=event_id, document_id=doc, owner="review", status="new")
+    relays.run_once()
+    starts = 0
+    while starts < 8 and not (
+        len(effects(admin, tenant)) == 18 and len(quarantined(admin, tenant)) == 1
+    ):
+        # One stop allowed: the next start goes one event at a time, and the
+        # event that stops it again is quarantined (3 by default: slower).
+        proc = consumers.start(
+            "review", review, "--batch-size", "8", HANDOFF_CONSUMER_MAX_DELIVERIES="1"
+        )
+        starts += 1
+        # Until it dies on the crashing event, or has got through everything.
+        wait_until(
+            lambda p=proc: (
+                p.poll() is not None  # type: ignore[misc]
+                or (len(effects(admin, tenant)) == 18 and len(quarantined(admin, tenant)) == 1)
+            ),
+            60,
+            0.2,
+        )
+    [entry] = quarantined(admin, tenant)
+    assert entry["document_id"] == "doc-crash" and entry["category"] == "handler_error"
+    assert "stopped 1 time(s)" in entry["error"]
+    _exactly_once(admin, tenant, 18)
+    assert starts <= 4, f"{starts} starts: the crash loop should be cut after a bounded number"
