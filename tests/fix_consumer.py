@@ -39,6 +39,16 @@ from tests.consumer_apps import EFFECTS_DDL
 ROOT = Path(__file__).resolve().parents[1]
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Tests that restart a part of the shared stack run last.
+
+    A PostgreSQL restart ends the sessions that other tests' long-lived
+    servers keep in their pools (the API answers those requests 503, as it
+    should); run last, it cannot trouble a test that does not expect it.
+    """
+    items.sort(key=lambda item: item.get_closest_marker("disruptive") is not None)
+
+
 @pytest.fixture(scope="session")
 def effects_table(migrated: HandoffSettings) -> HandoffSettings:
     with psycopg.connect(migrated.database_url, autocommit=True) as conn:

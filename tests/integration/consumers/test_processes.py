@@ -273,6 +273,7 @@ def test_header_filter_skips_without_decoding_and_malformed_bytes_are_quarantine
     _exactly_once(admin, tenant, 3)
 
 
+@pytest.mark.disruptive
 def test_a_database_restart_under_a_running_consumer_delays_work_and_loses_none(
     relays: Relays,
     consumers: Consumers,
