@@ -27,7 +27,7 @@ from handoff.consumers.decoding import Decoder, reader_schema
 from handoff.consumers.event import Position
 from handoff.consumers.settings import ConsumerSettings
 from handoff.consumers.units import Item, Processor
-from handoff.core.events import current_schema, encode, to_record
+from handoff.core.events import encode, to_record
 from handoff.core.identity import Credential
 from handoff.core.settings import HandoffSettings
 from handoff.relay.kafka_io import ensure_topics, headers, register_schemas
@@ -234,7 +234,3 @@ class InProcess:
 @pytest.fixture
 def wire(effects_table: HandoffSettings) -> Wire:
     return Wire(effects_table, f"test.consumer.{uuid.uuid4().hex[:8]}")
-
-
-def current() -> int:
-    return current_schema().version

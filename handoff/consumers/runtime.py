@@ -33,7 +33,7 @@ from handoff.consumers.decoding import Decoder, reader_schema
 from handoff.consumers.event import Position
 from handoff.consumers.failures import Category
 from handoff.consumers.settings import ConsumerSettings
-from handoff.consumers.units import ConnectionLost, Item, Processor, sweep
+from handoff.consumers.units import Item, Processor, sweep
 from handoff.core.errors import ConfigurationError, DatabaseUnavailable, MalformedEvent, Unavailable
 from handoff.core.guards_sql import PENDING, RECEIVE, WHOAMI
 from handoff.core.retry import RetryPolicy
@@ -180,7 +180,7 @@ class Runtime:
             try:
                 work()
                 return True
-            except (ConnectionLost, psycopg.OperationalError, DatabaseUnavailable) as exc:
+            except (psycopg.OperationalError, DatabaseUnavailable) as exc:
                 failures += 1
                 log.warning("database connection lost (%s); reconnecting", exc)
                 if self.stopping.wait(self._outage.delay(failures)):

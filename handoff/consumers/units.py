@@ -26,7 +26,7 @@ from handoff.consumers.decoding import Decoder
 from handoff.consumers.event import Event, Position
 from handoff.consumers.failures import Category, HeldBack, classify, describe
 from handoff.consumers.settings import ConsumerSettings
-from handoff.core.errors import MalformedEvent
+from handoff.core.errors import DatabaseUnavailable, MalformedEvent
 from handoff.core.guards_sql import BEGIN, DUE, HOLD, TAKE
 from handoff.core.tx import HandoffTx, transact
 
@@ -53,10 +53,6 @@ class Item:
 
 class StillWaiting(Exception):
     """Set-aside work that must keep waiting: the unit rolls back and leaves it."""
-
-
-class ConnectionLost(Exception):
-    """The database session broke; the runtime reconnects and takes the batch again."""
 
 
 def _identity(item: Item) -> dict[str, Any]:
@@ -186,14 +182,16 @@ class Processor:
             with self.conn.pipeline():
                 return transact(self.conn, lambda tx: self.unit(tx, items, reconcile=reconcile))
         except psycopg.Error as exc:
-            if self.conn.broken or self.conn.closed:
-                raise ConnectionLost(str(exc)) from exc
+            self._raise_if_lost(exc)
             raise
         finally:
             metrics.UNIT_SECONDS.labels(self.app.name).observe(time.perf_counter() - started)
 
-    def _lost(self) -> bool:
-        return self.conn.broken or self.conn.closed
+    def _raise_if_lost(self, exc: BaseException) -> None:
+        """A broken session is the database's failure, not the event's: the runtime
+        reconnects and takes the batch again."""
+        if self.conn.broken or self.conn.closed:
+            raise DatabaseUnavailable(f"the database session broke: {exc}") from exc
 
     def run_batch(self, items: list[Item]) -> None:
         """All of ``items`` in one unit; on any failure, each alone."""
@@ -206,11 +204,10 @@ class Processor:
             try:
                 self._count(self._transact(decoded))
                 return
-            except ConnectionLost:
+            except DatabaseUnavailable:
                 raise
             except Exception as exc:  # a poison event among them: isolate it
-                if self._lost():
-                    raise ConnectionLost(str(exc)) from exc
+                self._raise_if_lost(exc)
                 log.info(
                     "%s: batch of %d failed (%s); one by one", self.app.name, len(decoded), exc
                 )
@@ -233,11 +230,10 @@ class Processor:
                 return
             except StillWaiting:
                 return
-            except ConnectionLost:
+            except DatabaseUnavailable:
                 raise
             except Exception as exc:
-                if self._lost():
-                    raise ConnectionLost(str(exc)) from exc
+                self._raise_if_lost(exc)
                 category, retryable = classify(exc)
                 wait = self.policy.delay(attempts)
                 if (
@@ -269,8 +265,7 @@ class Processor:
         try:
             transact(self.conn, record)
         except psycopg.Error as exc:
-            if self._lost():
-                raise ConnectionLost(str(exc)) from exc
+            self._raise_if_lost(exc)
             raise
         metrics.EVENTS.labels(self.app.name, "quarantined").inc()
         log.error("%s: quarantined %s: %s: %s", self.app.name, _where(item), category, error)

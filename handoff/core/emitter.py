@@ -14,7 +14,7 @@ from psycopg.types.json import Jsonb
 
 from handoff.core.db import translated
 from handoff.core.emit_sql import EMIT_DIRECT, EMIT_HTTP
-from handoff.core.errors import InvalidRequest, contract_error
+from handoff.core.errors import InvalidRequest
 from handoff.core.identity import Credential
 from handoff.core.models import (
     CreateRequest,
@@ -76,9 +76,10 @@ def outcome(result: dict[str, Any]) -> Receipt | Rejection:
 
 def answer(result: dict[str, Any]) -> Receipt:
     """The function's JSON answer as a Receipt, or the typed error it names."""
-    if result.get("accepted"):
-        return Receipt.model_validate({**result["receipt"], "replayed": result["replayed"]})
-    raise contract_error(result)
+    found = outcome(result)
+    if isinstance(found, Rejection):
+        found.raise_()
+    return found
 
 
 def emit_in(
@@ -95,10 +96,10 @@ def emit_direct(
     conn: psycopg.Connection[Any], request: Request, document_id: str | None = None
 ) -> Receipt:
     """Emit as the service this connection logged in as; a refusal raises."""
-    result = emit_in(conn, request, document_id)
-    if isinstance(result, Rejection):
-        result.raise_()
-    return result
+    found = emit_in(conn, request, document_id)
+    if isinstance(found, Rejection):
+        found.raise_()
+    return found
 
 
 def _as(credential: Credential, request: Request, document_id: str | None) -> dict[str, Any]:

@@ -9,7 +9,6 @@ Every decision records who made it and why.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
 from typing import Any
 
 import psycopg
@@ -80,7 +79,3 @@ def request_retry(conn: psycopg.Connection[Any], entry_id: int, *, actor: str, r
 def discard(conn: psycopg.Connection[Any], entry_id: int, *, actor: str, reason: str) -> None:
     """Give the event up; its document's parked events go on."""
     _decide(conn, entry_id, "discarded", actor, reason)
-
-
-def when(value: datetime | None) -> str:
-    return value.isoformat(timespec="seconds") if value else "-"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import getpass
 import importlib
 import sys
+from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -98,6 +99,10 @@ def consume(
     console.print(f"consumer {runtime.app.name} processed {count} messages")
 
 
+def when(value: datetime | None) -> str:
+    return value.isoformat(timespec="seconds") if value else "-"
+
+
 StatusOpt = Annotated[
     str,
     typer.Option(help="open, retry, resolved, discarded, or all."),
@@ -115,7 +120,7 @@ def quarantine_list(
     limit: Annotated[int, typer.Option(help="At most this many, newest first.")] = 50,
 ) -> None:
     """Quarantined events, newest first."""
-    from handoff.core.quarantine import list_entries, when
+    from handoff.core.quarantine import list_entries
 
     with _admin() as conn:
         rows = list_entries(
@@ -163,7 +168,7 @@ def quarantine_list(
 @quarantine_app.command("show")
 def quarantine_show(entry: EntryArg) -> None:
     """One entry: identity, position, failures, and its audit trail."""
-    from handoff.core.quarantine import show_entry, when
+    from handoff.core.quarantine import show_entry
 
     with _admin() as conn:
         found = show_entry(conn, entry)

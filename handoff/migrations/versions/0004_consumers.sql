@@ -104,8 +104,8 @@ CREATE TABLE handoff.consumer_parked (
 CREATE INDEX consumer_parked_by_document
     ON handoff.consumer_parked (tenant_id, consumer, document_id, run_id, version);
 
--- emit_direct, as in 0003, with the session's role compared so that the
--- db_role index serves it (see _consumer below).
+-- emit_direct, as in 0003, finding its service with _consumer (below), whose
+-- lookup the db_role index serves.
 CREATE OR REPLACE FUNCTION handoff.emit_direct(
     p_kind text, p_event_id text, p_event_type text, p_document_id text, p_run_id integer,
     p_sender text, p_next_owner text, p_status text, p_expected_version integer,
@@ -116,21 +116,16 @@ SECURITY DEFINER
 SET search_path = handoff, pg_temp
 AS $$
 DECLARE
-    v services;
+    v services := _consumer();  -- the session's service, or 28000 (defined below)
 BEGIN
-    SELECT * INTO v FROM services
-     WHERE db_role = session_user::text COLLATE "default" AND revoked_at IS NULL;
-    IF NOT FOUND THEN
-        RAISE EXCEPTION 'database role % is not an active Handoff service (unknown or revoked)',
-            session_user USING ERRCODE = '28000';
-    END IF;
     RETURN _emit(v.tenant_id, v.name, v.can_create, p_kind, p_sender, p_event_id, p_event_type,
                  p_document_id, p_run_id, p_next_owner, p_status, p_expected_version, p_due_at,
                  p_data, p_correlation_id, p_causation_id);
 END
 $$;
 
--- The consumer a session is (its service), or SQLSTATE 28000.
+-- The service a session logged in as (a consumer, or emit_direct's sender),
+-- or SQLSTATE 28000.
 CREATE FUNCTION handoff._consumer() RETURNS handoff.services
 LANGUAGE plpgsql STABLE
 AS $$
