@@ -7,7 +7,7 @@ from prometheus_client import Counter, Gauge, Histogram
 EVENTS = Counter(
     "handoff_consumer_events_total",
     "Messages by outcome: applied, duplicate (suppressed), stale, filtered (no decode), "
-    "parked, gap, held, quarantined",
+    "unmatched (guarded, a handler's content filter said no), parked, gap, held, quarantined",
     ["consumer", "outcome"],
 )
 LAG = Gauge(
@@ -35,4 +35,17 @@ RETRIES = Counter(
     "handoff_consumer_retries_total",
     "Failed attempts retried, by category",
     ["consumer", "category"],
+)
+EFFECTS = Counter(
+    "handoff_effects_total",
+    "Effect attempts and lookups by result: succeeded, failed, unknown, not_reached, "
+    "reconciled (a lookup found it), absent (a lookup found nothing), lookup_failed, "
+    "unresolved (handed to a person), fenced (the lease was taken over)",
+    ["consumer", "effect", "result"],
+)
+PROVIDER_SECONDS = Histogram(
+    "handoff_effects_provider_seconds",
+    "Duration of provider calls (submissions and lookups)",
+    ["consumer", "effect", "call"],
+    buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0),
 )

@@ -64,6 +64,8 @@ class Runtime:
             raise ConfigurationError(f"consumer {app.name} has no handlers; add one first")
         self.app, self.settings = app, settings
         self.config = config or ConsumerSettings()
+        if app.batch_size is not None and "batch_size" not in self.config.model_fields_set:
+            self.config = self.config.model_copy(update={"batch_size": app.batch_size})
         self.stopping = threading.Event()
         self.tenant = ""
         self._outage = RetryPolicy(base_s=0.2, max_s=5.0)

@@ -92,3 +92,69 @@ class ConsumerSettings(BaseSettings):
             max_s=self.retry_max_s,
             budget_s=self.retry_budget_s,
         )
+
+
+class EffectSettings(BaseSettings):
+    """The executors' operating contract (``HANDOFF_EFFECTS_*``), documented in the README."""
+
+    model_config = SettingsConfigDict(env_prefix="HANDOFF_EFFECTS_", extra="ignore")
+
+    executors: Annotated[
+        int, Field(ge=0, le=256, description="Executor workers per process (0: none).")
+    ] = 1
+    lease_s: Annotated[
+        float,
+        Field(
+            gt=0,
+            le=3600,
+            description="How long a claim lasts [SQS visibility timeout]: longer than the "
+            "provider timeout; a killed executor's claims are taken over after it.",
+        ),
+    ] = 30.0
+    timeout_s: Annotated[
+        float, Field(gt=0, le=600, description="Longest wait for a provider's answer.")
+    ] = 10.0
+    max_attempts: Annotated[
+        int,
+        Field(
+            ge=1,
+            le=100,
+            description="Submissions that reach no final answer before the intent is handed "
+            "to a person (unresolved).",
+        ),
+    ] = 5
+    max_lookups: Annotated[
+        int,
+        Field(
+            ge=1,
+            le=100,
+            description="Failed status lookups of an unknown outcome before the intent is "
+            "handed to a person (unresolved).",
+        ),
+    ] = 5
+    retry_base_s: Annotated[float, Field(ge=0, description="First backoff step.")] = 0.5
+    retry_max_s: Annotated[float, Field(ge=0, description="Longest backoff wait.")] = 30.0
+    poll_s: Annotated[
+        float,
+        Field(gt=0, le=60, description="Longest idle wait (new intents also wake executors)."),
+    ] = 1.0
+    fault_hang_after_submit: Annotated[
+        bool,
+        Field(
+            description="Test only: stop dead after sending a request and before recording "
+            "its answer, so a kill -9 leaves a claimed, submitted intent."
+        ),
+    ] = False
+
+    @classmethod
+    def with_executors(cls, executors: int | None) -> EffectSettings:
+        """The settings from the environment, with ``executors`` when given."""
+        return cls() if executors is None else cls(executors=executors)
+
+    def retry_policy(self) -> RetryPolicy:
+        return RetryPolicy(
+            attempts=self.max_attempts,
+            base_s=self.retry_base_s,
+            max_s=self.retry_max_s,
+            budget_s=3600.0,
+        )

@@ -164,6 +164,9 @@ class Processor:
                 event.version,
                 skipped,
             )
+        if not handler.matches(event):
+            metrics.EVENTS.labels(self.app.name, "unmatched").inc()
+            return
         rejected = len(tx.rejections)
         handler.fn(event, tx)
         if len(tx.rejections) > rejected:
@@ -216,20 +219,25 @@ class Processor:
             # The handler call that failed the batch counts as a delivery.
             self.run_one(item, spent=1 if item is culprit else 0)
 
-    def run_one(self, item: Item, *, spent: int = 0) -> None:
-        """One event, retried by its failure class; quarantined when retries cannot help."""
+    def run_one(self, item: Item, *, spent: int = 0) -> str:
+        """One event, retried by its failure class; quarantined when retries cannot help.
+
+        Answers what became of it: a verdict of the guard (apply, duplicate,
+        stale, park, gap, held), "waiting", or "quarantined".
+        """
         if item.malformed is not None:
             self.quarantine(item, Category.MALFORMED, describe(item.malformed), 1)
-            return
+            return "quarantined"
         deadline = time.monotonic() + self.policy.budget_s
         attempts = spent
         while True:
             attempts += 1
             try:
-                self._count(self._transact([item], reconcile=item.expired))
-                return
+                verdicts = self._transact([item], reconcile=item.expired)
+                self._count(verdicts)
+                return verdicts[0]
             except StillWaiting:
-                return
+                return "waiting"
             except DatabaseUnavailable:
                 raise
             except Exception as exc:
@@ -252,7 +260,7 @@ class Processor:
                     self._sleep(wait)
                     continue
                 self.quarantine(item, category, describe(exc), attempts)
-                return
+                return "quarantined"
 
     def quarantine(self, item: Item, category: Category, error: str, attempts: int) -> None:
         """Set the event aside for a person; its document's later events wait behind it."""

@@ -30,8 +30,9 @@ PING = "SELECT 1"
 RETRYABLE = (pg.SerializationFailure, pg.DeadlockDetected, pg.LockNotAvailable)
 
 # Raised by Handoff's own SQL functions with messages written for callers:
-# 22H00 the naming rule or the instant range (0003), 22023 a missing field (0001).
-OWN_MESSAGES = frozenset({"22H00", "22023"})
+# 22H00 the naming rule or the instant range (0003), 22023 a missing field (0001),
+# 22H01 an effect's request changed, 22H02 a workflow run's input changed (0005).
+OWN_MESSAGES = frozenset({"22H00", "22023", "22H01", "22H02"})
 
 
 def _primary(exc: psycopg.Error) -> str:

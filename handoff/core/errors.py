@@ -158,6 +158,40 @@ class HandlerMissing(ConfigurationError):
     """A consumer was started without a handler, or two handlers claim one event type."""
 
 
+# -- effects ---------------------------------------------------------------------------
+
+
+class EffectNotFound(HandoffError):
+    """No effect intent with that id."""
+
+
+class EffectNotUnresolved(HandoffError):
+    """Only an unresolved intent (one waiting for a person) can be resolved by hand."""
+
+
+class ProviderError(HandoffError):
+    """A provider call did not end with an answer the executor can record as final."""
+
+
+class ProviderNotReached(ProviderError):
+    """Nothing reached the provider (connection refused): sending again is safe."""
+
+
+class ProviderOutcomeUnknown(ProviderError):
+    """The request may have reached the provider and its answer was lost (a timeout,
+    a dropped connection, a 5xx): ask the provider before sending again."""
+
+
+class ProviderRefused(ProviderError):
+    """The provider answered with a final refusal (a decline, a key reused with other
+    parameters): the effect failed."""
+
+    def __init__(self, message: str, *, status: int, body: Any = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.body = body
+
+
 CONTRACT_ERRORS: dict[str, type[ContractError]] = {
     cls.__name__: cls
     for cls in (

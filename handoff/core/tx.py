@@ -34,6 +34,7 @@ import psycopg
 from psycopg import pq, sql
 from psycopg.types.json import Jsonb
 
+from handoff.core import effects
 from handoff.core.calls import Calls
 from handoff.core.db import translated
 from handoff.core.emitter import Request, emit_in
@@ -137,6 +138,59 @@ class HandoffTx(Calls[Receipt | Rejection]):
             self.rejections.append(result)
         return result
 
+    def intend(
+        self,
+        *,
+        event_id: str,
+        effect: str,
+        document_id: str,
+        run_id: int,
+        request: dict[str, Any],
+        business_key: str | None = None,
+    ) -> effects.Intent:
+        """Record an external effect to perform after this unit commits (the effect ledger).
+
+        The intent commits with the unit or not at all, so no executor can
+        act on work that rolled back. Its provider idempotency key comes from
+        (tenant, consumer, ``event_id``, ``effect``): stable across attempts.
+        ``business_key`` names the business operation (one payment per
+        invoice and run): a second event asking for it gets the first intent
+        back (``created`` False) and authorises nothing new.
+        """
+        self._active()
+        # No flush, as for emit: the function reads only Handoff's tables.
+        return effects.intend(
+            self.conn,
+            event_id=event_id,
+            effect=effect,
+            document_id=document_id,
+            run_id=run_id,
+            request=request,
+            business_key=business_key,
+        )
+
+    def start_workflow(
+        self,
+        *,
+        workflow: str,
+        execution_name: str,
+        document_id: str,
+        run_id: int,
+        event_id: str,
+        input: dict[str, Any],
+    ) -> effects.WorkflowRun:
+        """Start a workflow run named ``execution_name``, or find the one started before."""
+        self._active()
+        return effects.start_workflow(
+            self.conn,
+            workflow=workflow,
+            execution_name=execution_name,
+            document_id=document_id,
+            run_id=run_id,
+            event_id=event_id,
+            input=input,
+        )
+
     def commit(self) -> None:
         """Commit now. A lost connection here means the outcome is unknown."""
         self._active()
@@ -182,7 +236,10 @@ def transact(
     """Run ``work`` in a unit and commit it; retry the whole unit on conflicts."""
 
     def once() -> T:
-        with handoff_tx(conn) as tx:
+        # translated() around the whole unit, not only each statement: in
+        # pipeline mode a statement's error (a lock timeout) surfaces when its
+        # result is read, which may be outside the statement's own call.
+        with handoff_tx(conn) as tx, translated():
             result = work(tx)
             if tx.status is TxStatus.ACTIVE:
                 tx.commit()

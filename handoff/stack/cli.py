@@ -14,6 +14,7 @@ from handoff.core.errors import HandoffError
 from handoff.core.settings import default_home, load_settings
 from handoff.stack.cli_common import YesOpt, _admin, _confirm, console
 from handoff.stack.cli_consumers import consume, quarantine_app
+from handoff.stack.cli_effects import effects_app, rehearse, sandbox_provider
 
 if TYPE_CHECKING:
     from handoff.stack.local import LocalStack
@@ -30,6 +31,9 @@ schemas_app = typer.Typer(no_args_is_help=True, help="The Avro event schemas in 
 app.add_typer(schemas_app, name="schemas")
 app.add_typer(quarantine_app, name="quarantine")
 app.command("consume")(consume)
+app.add_typer(effects_app, name="effects")
+app.command("sandbox-provider")(sandbox_provider)
+app.command("rehearse")(rehearse)
 
 PartsArg = Annotated[
     list[str] | None,

@@ -70,6 +70,13 @@ def consume(
     idle_exit: Annotated[
         float | None, typer.Option(help="Exit after this many seconds without messages.")
     ] = None,
+    executors: Annotated[
+        int | None,
+        typer.Option(
+            help="Effect executors run in this process when the app declares effects "
+            "(default HANDOFF_EFFECTS_EXECUTORS, 1); 0 leaves them to `handoff effects run`."
+        ),
+    ] = None,
 ) -> None:
     """Run a consumer: guarded handlers, ordered per document, failures to quarantine."""
     import logging
@@ -90,12 +97,27 @@ def consume(
         "reader_schema_version": reader_schema,
     }
     config = ConsumerSettings(**{k: v for k, v in overrides.items() if v is not None})
-    runtime = Runtime(load_app(target), load_settings(), config)
+    settings = load_settings()
+    app = load_app(target)
+    runtime = Runtime(app, settings, config)
+    workers = None
+    if app.effects:
+        from handoff.consumers.executor import Executors
+        from handoff.consumers.settings import EffectSettings
+
+        effect_config = EffectSettings.with_executors(executors)
+        workers = Executors(app, settings.database_url, effect_config)
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: runtime.stop())
     if metrics_port is not None:
         start_http_server(metrics_port, addr=metrics_host)
-    count = runtime.run(idle_exit_s=idle_exit)
+    if workers is not None:
+        workers.start()
+    try:
+        count = runtime.run(idle_exit_s=idle_exit)
+    finally:
+        if workers is not None:
+            workers.stop()
     console.print(f"consumer {runtime.app.name} processed {count} messages")
 
 

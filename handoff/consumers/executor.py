@@ -1,0 +1,415 @@
+"""Executors: perform committed effect intents against their providers.
+
+An executor never holds a database transaction open across a provider call
+(the playbook's rule): it claims an intent with a lease and commits, marks
+it submitted and commits, calls the provider with no transaction open, and
+records the answer in a new transaction, together with the effect's
+``on_outcome`` (often the next handoff). The claim counter fences a late
+executor: one whose lease was taken over records nothing.
+
+What a failure proves decides what comes next (core/errors.py):
+
+- nothing reached the provider: back to "intended", retried after a backoff;
+- the answer was lost (timeout, dropped connection, 5xx): "unknown"; before
+  any retry the provider is asked for the operation by its idempotency key,
+  and what it says is recorded (reconciled), or, if it never arrived, the
+  same request goes again with the same key;
+- a lookup that cannot answer leaves the intent unknown; after
+  ``max_lookups`` it is handed to its owner (unresolved), listed by
+  ``handoff effects list --unresolved`` and settled by ``handoff effects resolve``.
+
+Several executors, in one process or many, share the work by claims
+(``FOR UPDATE SKIP LOCKED``); a killed one's intents come back when its
+lease runs out, as submitted, so the next one looks them up first.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import psycopg
+from psycopg.conninfo import make_conninfo
+from psycopg.types.json import Jsonb
+
+from handoff.consumers import metrics
+from handoff.consumers.app import Consumer, Effect, Outcome
+from handoff.consumers.providers import Answer
+from handoff.consumers.settings import EffectSettings
+from handoff.core.effects_sql import CLAIM, RECORD, SUBMITTING
+from handoff.core.errors import (
+    DatabaseUnavailable,
+    ProviderError,
+    ProviderNotReached,
+    ProviderOutcomeUnknown,
+    ProviderRefused,
+)
+from handoff.core.tx import HandoffTx, transact
+
+log = logging.getLogger("handoff.effects")
+
+WAKE = "LISTEN handoff_effects"
+
+
+@dataclass(frozen=True)
+class Claimed:
+    id: int
+    effect: str
+    idempotency_key: str
+    request: dict[str, Any]
+    document_id: str
+    run_id: int
+    event_id: str
+    claim: int
+    attempts: int
+    lookups: int
+    needs_lookup: bool
+    recovered: str | None  # the executor whose lease ran out, if any
+
+
+class Executor:
+    """One worker: claims one intent at a time on its own connection."""
+
+    def __init__(
+        self,
+        app: Consumer,
+        conn: psycopg.Connection[Any],
+        config: EffectSettings,
+        *,
+        worker: str | None = None,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        self.app, self.conn, self.config = app, conn, config
+        self.worker = worker or f"{socket.gethostname()}:{os.getpid()}:{threading.get_ident()}"
+        self.policy = config.retry_policy()
+        self._sleep = sleep
+
+    # -- the loop ------------------------------------------------------------------
+
+    def step(self) -> int:
+        """Claim and perform what is due now; the number of intents taken."""
+        rows = transact(
+            self.conn,
+            lambda tx: tx.execute(
+                CLAIM, {"worker": self.worker, "lease_s": self.config.lease_s, "limit": 1}
+            ).fetchall(),
+        )
+        for row in rows:
+            self.perform(Claimed(*row))
+        return len(rows)
+
+    def drain(self, limit: int = 1_000_000) -> int:
+        """Perform until nothing is due (tests and ``handoff rehearse``)."""
+        done = 0
+        while done < limit and self.step():
+            done += 1
+        return done
+
+    # -- one intent --------------------------------------------------------------------
+
+    def perform(self, c: Claimed) -> None:
+        effect = self.app.effects.get(c.effect)
+        if effect is None:
+            self._record(
+                c,
+                "intended",
+                reconciliation="unresolved",
+                error=f"{self.app.name} declares no effect named {c.effect} (a bad release?)",
+            )
+            return
+        if c.needs_lookup and not self._look_up(effect, c):
+            return
+        if c.attempts >= self.config.max_attempts:
+            # Here the provider has been asked (or was never reached): it does
+            # not hold the operation, so the intent is "intended" again.
+            self._count(c, "unresolved")
+            self._record(
+                c,
+                "intended",
+                reconciliation="unresolved",
+                error=f"no final answer after {c.attempts} attempts: over to {self.app.name}",
+            )
+            return
+        if not self._submitting(c):
+            return
+        self._submit(effect, c)
+
+    def _look_up(self, effect: Effect, c: Claimed) -> bool:
+        """Ask the provider what became of an earlier submission; True: submit (again)."""
+        started = time.perf_counter()
+        try:
+            found = effect.provider.status(c.idempotency_key)
+        except ProviderError as exc:
+            self._count(c, "lookup_failed")
+            give_up = c.lookups + 1 >= self.config.max_lookups
+            if give_up:
+                self._count(c, "unresolved")
+            self._record(
+                c,
+                "unknown",
+                reconciliation="unresolved" if give_up else "pending",
+                error=f"status lookup {c.lookups + 1} failed: {exc}",
+                retry_in_s=self.policy.delay(c.lookups + 1),
+                lookup_failed=True,
+            )
+            return False
+        finally:
+            self._time(c, "lookup", started)
+        if found is None:
+            # It never arrived: the same request, with the same key, goes again.
+            self._count(c, "absent")
+            return True
+        self._count(c, "reconciled")
+        self._finish(c, found, reconciled=True)
+        return False
+
+    def _submitting(self, c: Claimed) -> bool:
+        ok = transact(
+            self.conn,
+            lambda tx: bool(
+                tx.execute(SUBMITTING, {"id": c.id, "claim": c.claim}).fetchone()[0]  # type: ignore[index]
+            ),
+        )
+        if not ok:
+            self._count(c, "fenced")
+        return ok
+
+    def _submit(self, effect: Effect, c: Claimed) -> None:
+        started = time.perf_counter()
+        try:
+            answer = effect.provider.submit(c.idempotency_key, c.request)
+            if self.config.fault_hang_after_submit:
+                log.warning("fault: hanging after submitting intent %d", c.id)
+                while True:
+                    time.sleep(3600)
+        except ProviderNotReached as exc:
+            self._count(c, "not_reached")
+            self._record(
+                c,
+                "intended",
+                error=f"not sent: {exc}",
+                retry_in_s=self.policy.delay(c.attempts + 1),
+            )
+            return
+        except ProviderOutcomeUnknown as exc:
+            self._count(c, "unknown")
+            log.warning("%s: intent %d: outcome unknown: %s", self.app.name, c.id, exc)
+            self._record(
+                c,
+                "unknown",
+                reconciliation="pending",
+                error=f"outcome unknown: {exc}",
+                retry_in_s=self.policy.delay(c.attempts + 1),
+            )
+            return
+        except ProviderRefused as exc:
+            answer = Answer(False, None, exc.body if isinstance(exc.body, dict) else {})
+            self._finish(c, answer, reconciled=False, error=str(exc))
+            return
+        finally:
+            self._time(c, "submit", started)
+        self._finish(c, answer, reconciled=False)
+
+    def _finish(
+        self, c: Claimed, answer: Answer, *, reconciled: bool, error: str | None = None
+    ) -> None:
+        """Record the final answer and run ``on_outcome`` in the same transaction."""
+        state = "succeeded" if answer.succeeded else "failed"
+        effect = self.app.effects[c.effect]
+        outcome = Outcome(
+            intent_id=c.id,
+            effect=c.effect,
+            idempotency_key=c.idempotency_key,
+            event_id=c.event_id,
+            document_id=c.document_id,
+            run_id=c.run_id,
+            request=c.request,
+            succeeded=answer.succeeded,
+            reference=answer.reference,
+            body=answer.body,
+            reconciled=reconciled,
+        )
+
+        def work(tx: HandoffTx) -> bool:
+            if not self._record_in(
+                tx,
+                c,
+                state,
+                reconciliation="reconciled" if reconciled else None,
+                provider_ref=answer.reference,
+                outcome=answer.body,
+                error=error,
+                detail="found by a status lookup" if reconciled else None,
+            ):
+                return False
+            if effect.outcome_fn is not None:
+                rejected = len(tx.rejections)
+                effect.outcome_fn(outcome, tx)
+                if len(tx.rejections) > rejected:
+                    tx.rejections[rejected].raise_()
+            return True
+
+        try:
+            recorded = self._transact(work)
+        except (DatabaseUnavailable, psycopg.OperationalError):
+            raise
+        except Exception as exc:
+            # The provider's answer must not be lost because what follows it
+            # failed: it is recorded, and the intent goes to its owner.
+            log.error("%s: intent %d: on_outcome failed: %s", self.app.name, c.id, exc)
+            self._count(c, "unresolved")
+            self._record(
+                c,
+                state,
+                reconciliation="unresolved",
+                provider_ref=answer.reference,
+                outcome=answer.body,
+                error=f"{state} at the provider, but on_outcome failed: {exc}",
+            )
+            return
+        self._count(c, state if recorded else "fenced")
+
+    # -- records -------------------------------------------------------------------
+
+    def _record_in(
+        self,
+        tx: HandoffTx,
+        c: Claimed,
+        state: str,
+        *,
+        reconciliation: str | None = None,
+        provider_ref: str | None = None,
+        outcome: dict[str, Any] | None = None,
+        error: str | None = None,
+        retry_in_s: float = 0.0,
+        lookup_failed: bool = False,
+        detail: str | None = None,
+    ) -> bool:
+        row = tx.execute(
+            RECORD,
+            {
+                "id": c.id,
+                "claim": c.claim,
+                "state": state,
+                "reconciliation": reconciliation,
+                "provider_ref": provider_ref,
+                "outcome": Jsonb(outcome) if outcome is not None else None,
+                "error": error,
+                "retry_in_s": retry_in_s,
+                "lookup_failed": lookup_failed,
+                "detail": detail or error,
+            },
+        ).fetchone()
+        return bool(row and row[0])
+
+    def _record(self, c: Claimed, state: str, **fields: Any) -> None:
+        if not self._transact(lambda tx: self._record_in(tx, c, state, **fields)):
+            self._count(c, "fenced")
+
+    def _transact(self, work: Callable[[HandoffTx], bool]) -> bool:
+        try:
+            return transact(self.conn, work)
+        except psycopg.Error as exc:
+            if self.conn.broken or self.conn.closed:
+                raise DatabaseUnavailable(f"the database session broke: {exc}") from exc
+            raise
+
+    def _count(self, c: Claimed, result: str) -> None:
+        metrics.EFFECTS.labels(self.app.name, c.effect, result).inc()
+
+    def _time(self, c: Claimed, call: str, started: float) -> None:
+        metrics.PROVIDER_SECONDS.labels(self.app.name, c.effect, call).observe(
+            time.perf_counter() - started
+        )
+
+
+def connect(
+    database_url: str, app: Consumer, *, autocommit: bool = False
+) -> psycopg.Connection[Any]:
+    cred = app.credential
+    info = make_conninfo(database_url, user=cred.role, password=cred.secret)
+    return psycopg.connect(info, autocommit=autocommit)
+
+
+class Executors:
+    """``n`` executor threads in this process, woken by new intents (LISTEN/NOTIFY)."""
+
+    def __init__(self, app: Consumer, database_url: str, config: EffectSettings) -> None:
+        if not app.effects:
+            raise_missing(app)
+        self.app, self.database_url, self.config = app, database_url, config
+        self._stop = threading.Event()
+        self._wake = threading.Condition()
+        self._threads: list[threading.Thread] = []
+
+    def start(self, n: int | None = None) -> None:
+        count = self.config.executors if n is None else n
+        for index in range(count):
+            thread = threading.Thread(
+                target=self._worker, args=(index,), name=f"executor-{index}", daemon=True
+            )
+            thread.start()
+            self._threads.append(thread)
+        if count:
+            threading.Thread(target=self._listen, name="executor-wake", daemon=True).start()
+        log.info("%s: %d executor(s) started", self.app.name, count)
+
+    def stop(self, timeout_s: float = 10.0) -> None:
+        self._stop.set()
+        with self._wake:
+            self._wake.notify_all()
+        deadline = time.monotonic() + timeout_s
+        for thread in self._threads:
+            thread.join(max(deadline - time.monotonic(), 0))
+        for effect in self.app.effects.values():
+            effect.close()
+
+    def _listen(self) -> None:
+        while not self._stop.is_set():
+            try:
+                with connect(self.database_url, self.app, autocommit=True) as conn:
+                    conn.execute(WAKE)
+                    while not self._stop.is_set():
+                        for _ in conn.notifies(timeout=self.config.poll_s, stop_after=1):
+                            with self._wake:
+                                self._wake.notify_all()
+            except psycopg.Error as exc:
+                log.warning("%s: executor wake-ups lost (%s); polling", self.app.name, exc)
+                self._stop.wait(self.config.poll_s)
+
+    def _worker(self, index: int) -> None:
+        host = f"{socket.gethostname()}:{os.getpid()}"
+        while not self._stop.is_set():
+            try:
+                with connect(self.database_url, self.app) as conn:
+                    executor = Executor(self.app, conn, self.config, worker=f"{host}/{index}")
+                    while not self._stop.is_set():
+                        if executor.step():
+                            continue
+                        with self._wake:
+                            self._wake.wait(self.config.poll_s)
+            except (DatabaseUnavailable, psycopg.OperationalError) as exc:
+                log.warning(
+                    "%s: executor %d lost the database (%s); reconnecting",
+                    self.app.name,
+                    index,
+                    exc,
+                )
+                self._stop.wait(1.0)
+            except Exception:
+                log.exception("%s: executor %d failed; restarting it", self.app.name, index)
+                self._stop.wait(1.0)
+
+
+def raise_missing(app: Consumer) -> None:
+    from handoff.core.errors import ConfigurationError
+
+    raise ConfigurationError(
+        f"{app.name} declares no effects (app.effect(...)): nothing to execute"
+    )

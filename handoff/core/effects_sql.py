@@ -1,0 +1,84 @@
+"""Named statements of the effect ledger and workflow-run family (migration 0005).
+
+The service-side statements call the SECURITY DEFINER functions, which take
+the consumer from the session; the operator statements (list, show,
+resolve) run as the admin role.
+"""
+
+from __future__ import annotations
+
+INTEND = """
+SELECT id, idempotency_key, state, created, event_id, business_key
+  FROM handoff.effect_intend(%(event_id)s, %(effect)s, %(document_id)s, %(run_id)s,
+                             %(request)s, %(business_key)s)
+"""
+
+CLAIM = """
+SELECT id, effect, idempotency_key, request, document_id, run_id, event_id, claim, attempts,
+       lookups, needs_lookup, recovered
+  FROM handoff.effect_claim(%(worker)s, %(lease_s)s, %(limit)s)
+"""
+
+SUBMITTING = "SELECT handoff.effect_submitting(%(id)s, %(claim)s)"
+
+RECORD = """
+SELECT handoff.effect_record(%(id)s, %(claim)s, %(state)s, %(reconciliation)s,
+                             %(provider_ref)s, %(outcome)s, %(error)s, %(retry_in_s)s,
+                             %(lookup_failed)s, %(detail)s)
+"""
+
+WORKFLOW_START = """
+SELECT execution_name, started_at, created
+  FROM handoff.workflow_start(%(workflow)s, %(name)s, %(document_id)s, %(run_id)s,
+                              %(event_id)s, %(input)s)
+"""
+
+# -- operators (admin role) --------------------------------------------------------
+
+COLUMNS = """
+id, tenant_id, consumer, event_id, effect, idempotency_key, business_key, document_id, run_id,
+state, reconciliation, attempts, lookups, claimed_by, lease_until, next_attempt_at,
+provider_ref, owner, created_at, submitted_at, completed_at, updated_at, left(error, 300) AS error
+"""
+
+# Newest first; filters are optional (NULL matches all).
+LIST = f"""
+SELECT {COLUMNS}
+  FROM handoff.effect_intents
+ WHERE (%(tenant)s::text IS NULL OR tenant_id = %(tenant)s)
+   AND (%(consumer)s::text IS NULL OR consumer = %(consumer)s)
+   AND (%(document)s::text IS NULL OR document_id = %(document)s)
+   AND (%(state)s::text IS NULL OR state = %(state)s)
+   AND (NOT %(unresolved)s OR reconciliation = 'unresolved')
+ ORDER BY id DESC
+ LIMIT %(limit)s
+"""
+
+SHOW = f"SELECT {COLUMNS}, request, outcome FROM handoff.effect_intents WHERE id = %(id)s"
+
+HISTORY = """
+SELECT at, actor, from_state, to_state, detail FROM handoff.effect_history
+ WHERE intent_id = %(id)s ORDER BY id
+"""
+
+# Row-locked: a person's decision and an executor's record apply one after the other.
+LOCK = "SELECT state, reconciliation FROM handoff.effect_intents WHERE id = %(id)s FOR UPDATE"
+
+# A person's decision on an unresolved intent: settled as succeeded or
+# failed, or sent back to the executors (a fresh lookup comes first).
+RESOLVE = """
+UPDATE handoff.effect_intents
+   SET state = CASE WHEN %(state)s = 'retry' THEN 'unknown' ELSE %(state)s END,
+       reconciliation = CASE WHEN %(state)s = 'retry' THEN 'pending' ELSE 'resolved' END,
+       provider_ref = coalesce(%(provider_ref)s, provider_ref),
+       lookups = CASE WHEN %(state)s = 'retry' THEN 0 ELSE lookups END,
+       claim = claim + 1, lease_until = NULL, next_attempt_at = now(),
+       completed_at = CASE WHEN %(state)s = 'retry' THEN NULL ELSE now() END,
+       updated_at = now()
+ WHERE id = %(id)s
+"""
+
+RECORD_DECISION = """
+INSERT INTO handoff.effect_history (intent_id, actor, from_state, to_state, detail)
+VALUES (%(id)s, %(actor)s, %(from_state)s, %(to_state)s, %(detail)s)
+"""

@@ -1,0 +1,290 @@
+"""``handoff sandbox-provider``: the sandbox payments API over HTTP.
+
+    POST /v1/payments                  Idempotency-Key header; {amount, currency, reference,
+                                       description?, metadata?} -> 201 (402 when declined)
+    GET  /v1/payments/by-key/{key}     the status lookup: the payment made with that key, or 404
+    GET  /v1/payments?reference=R      payments, oldest first (evidence for a rehearsal)
+    POST /_sandbox/faults              arm a fault (sandbox/faults.py); GET lists, DELETE clears
+    GET  /healthz
+
+Built on the standard library's threading HTTP server rather than an ASGI
+stack because two of its faults need the socket itself: "drop" closes the
+connection after the payment is made and before any byte of the answer,
+and "refuse" closes the listening socket, so callers meet a real
+ECONNREFUSED, not an error page.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import re
+import socket
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs, unquote, urlsplit
+
+import orjson
+
+from handoff.sandbox.faults import ON_PAYMENT, Fault, FaultError, Faults, from_header, parse
+from handoff.sandbox.store import Store, fingerprint
+
+log = logging.getLogger("handoff.sandbox")
+
+KEY = re.compile(r"^[\x21-\x7e]{1,255}$")
+CURRENCY = re.compile(r"^[A-Z]{3}$")
+PAYMENT_FIELDS = {"amount", "currency", "reference", "description", "metadata"}
+
+
+class BadRequest(Exception):
+    def __init__(self, status: int, code: str, message: str) -> None:
+        super().__init__(message)
+        self.status, self.code = status, code
+
+
+def validate_payment(body: Any) -> dict[str, Any]:
+    if not isinstance(body, dict):
+        raise BadRequest(400, "InvalidRequest", "the body must be a JSON object")
+    unknown = set(body) - PAYMENT_FIELDS
+    if unknown:
+        raise BadRequest(400, "InvalidRequest", f"unknown fields: {', '.join(sorted(unknown))}")
+    amount = body.get("amount")
+    if not isinstance(amount, int) or isinstance(amount, bool) or not 0 < amount <= 10**12:
+        raise BadRequest(
+            400, "InvalidRequest", "amount must be an integer from 1 to 10^12 (minor units)"
+        )
+    if not isinstance(body.get("currency"), str) or not CURRENCY.match(body["currency"]):
+        raise BadRequest(400, "InvalidRequest", "currency must be three capital letters, e.g. EUR")
+    reference = body.get("reference")
+    if not isinstance(reference, str) or not 1 <= len(reference) <= 500:
+        raise BadRequest(400, "InvalidRequest", "reference must be a string of 1-500 characters")
+    if "metadata" in body and not isinstance(body["metadata"], dict):
+        raise BadRequest(400, "InvalidRequest", "metadata must be a JSON object")
+    return body
+
+
+class Sandbox:
+    """The server: a listener that can be taken down and brought back (``refuse``)."""
+
+    def __init__(self, host: str, port: int, data: Path, *, latency_ms: int = 0) -> None:
+        self.host, self.port = host, port
+        self.store = Store(data / "payments.sqlite3")
+        self.faults = Faults()
+        self.latency_s = latency_ms / 1000
+        self._server: _Server | None = None
+        self._stopping = threading.Event()
+        self._refusing_until = 0.0
+        self._connections: set[socket.socket] = set()
+        self._lock = threading.Lock()
+        self.bind()
+
+    def bind(self) -> None:
+        self._server = _Server((self.host, self.port), _Handler, self)
+        self.port = self._server.server_address[1]  # a port of 0 is chosen once, then kept
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+    def serve(self) -> None:
+        while not self._stopping.is_set():
+            assert self._server is not None
+            self._server.serve_forever(poll_interval=0.1)
+            self._server.server_close()
+            self._server = None
+            wait = self._refusing_until - time.monotonic()
+            if self._stopping.wait(max(wait, 0)):
+                return
+            self.bind()
+            log.info("accepting connections again on %s", self.url)
+
+    def stop(self) -> None:
+        self._stopping.set()
+        if self._server is not None:
+            self._server.shutdown()
+        self.store.close()
+
+    def refuse(self, for_s: float) -> None:
+        """Close the listening socket and every open connection for ``for_s`` seconds."""
+        self._refusing_until = time.monotonic() + for_s
+        log.warning("refusing connections for %.1f s (fault)", for_s)
+        server = self._server
+        if server is not None:
+            threading.Thread(target=server.shutdown, daemon=True).start()
+        with self._lock:
+            for conn in list(self._connections):
+                with contextlib.suppress(OSError):
+                    conn.shutdown(socket.SHUT_RDWR)
+
+    def track(self, conn: socket.socket, open_: bool) -> None:
+        with self._lock:
+            (self._connections.add if open_ else self._connections.discard)(conn)
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    block_on_close = False  # keep-alive connections must not hold a shutdown up
+
+    def __init__(self, address: tuple[str, int], handler: type, sandbox: Sandbox) -> None:
+        self.sandbox = sandbox
+        super().__init__(address, handler)
+
+
+class _Handler(BaseHTTPRequestHandler):
+    server: _Server
+    protocol_version = "HTTP/1.1"
+
+    def setup(self) -> None:
+        super().setup()
+        self.server.sandbox.track(self.connection, True)
+
+    def finish(self) -> None:
+        self.server.sandbox.track(self.connection, False)
+        super().finish()
+
+    def log_message(self, format: str, *args: Any) -> None:
+        log.debug("%s " + format, self.client_address[0], *args)
+
+    # -- plumbing ----------------------------------------------------------------
+
+    def _answer(self, status: int, body: Any, headers: dict[str, str] | None = None) -> None:
+        data = orjson.dumps(body)
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        for name, value in (headers or {}).items():
+            self.send_header(name, value)
+        self.end_headers()
+        self.wfile.write(data)
+
+    def _body(self) -> Any:
+        length = int(self.headers.get("Content-Length") or 0)
+        if length > 1_000_000:
+            raise BadRequest(413, "TooLarge", "the body is larger than 1 MB")
+        raw = self.rfile.read(length) if length else b""
+        try:
+            return orjson.loads(raw) if raw else None
+        except orjson.JSONDecodeError as exc:
+            raise BadRequest(400, "InvalidRequest", f"the body is not JSON: {exc}") from exc
+
+    def _route(self, method: str) -> None:
+        url = urlsplit(self.path)
+        try:
+            handler = ROUTES.get((method, url.path))
+            if handler is None and method == "GET" and url.path.startswith(BY_KEY):
+                self._lookup(unquote(url.path[len(BY_KEY) :]))
+                return
+            if handler is None:
+                raise BadRequest(404, "NotFound", f"no route {method} {url.path}")
+            handler(self, parse_qs(url.query))
+        except BadRequest as exc:
+            self._answer(exc.status, {"code": exc.code, "message": str(exc)})
+
+    def do_GET(self) -> None:
+        self._route("GET")
+
+    def do_POST(self) -> None:
+        self._route("POST")
+
+    def do_DELETE(self) -> None:
+        self._route("DELETE")
+
+    # -- the API -------------------------------------------------------------------
+
+    def _pay(self, _query: dict[str, list[str]]) -> None:
+        sandbox = self.server.sandbox
+        key = self.headers.get("Idempotency-Key")
+        if key is None or not KEY.match(key):
+            raise BadRequest(
+                400, "InvalidRequest", "an Idempotency-Key header of 1-255 visible characters"
+            )
+        request = validate_payment(self._body())
+        fault: Fault | None
+        header = self.headers.get("Sandbox-Fault")
+        try:
+            fault = from_header(header) if header else None
+        except FaultError as exc:
+            raise BadRequest(400, "InvalidFault", str(exc)) from exc
+        fault = fault or sandbox.faults.take(ON_PAYMENT, request["reference"])
+        if sandbox.latency_s:
+            time.sleep(sandbox.latency_s)
+        if fault and fault.kind == "delay":
+            time.sleep(fault.delay_ms / 1000)
+        if fault and fault.kind == "error":
+            self._answer(503, {"code": "Unavailable", "message": "injected fault: not processed"})
+            return
+        existing = sandbox.store.by_key(key)
+        if existing is not None and existing.fingerprint != fingerprint(request):
+            raise BadRequest(
+                409,
+                "IdempotencyKeyReuse",
+                f"key {key} was used with other parameters (payment {existing.id})",
+            )
+        payment, created = sandbox.store.create(
+            key, request, declined=bool(fault and fault.kind == "decline")
+        )
+        if fault and fault.kind == "drop":
+            log.warning("payment %s made; dropping the answer (fault)", payment.id)
+            self.close_connection = True
+            self.connection.shutdown(socket.SHUT_RDWR)
+            return
+        if not created and payment.fingerprint != fingerprint(request):
+            raise BadRequest(
+                409, "IdempotencyKeyReuse", f"key {key} was used with other parameters"
+            )
+        headers = {} if created else {"Idempotent-Replayed": "true"}
+        status = payment.http_status if created or payment.http_status != 201 else 200
+        self._answer(status, payment.body(), headers)
+
+    def _lookup(self, key: str) -> None:
+        sandbox = self.server.sandbox
+        if sandbox.faults.take(("lookup_error",), None):
+            self._answer(503, {"code": "Unavailable", "message": "injected fault: lookup failed"})
+            return
+        payment = sandbox.store.by_key(key)
+        if payment is None:
+            raise BadRequest(404, "NotFound", f"no payment was made with key {key}")
+        self._answer(200, payment.body())
+
+    def _list(self, query: dict[str, list[str]]) -> None:
+        reference = query.get("reference", [None])[0]
+        raw_limit = query.get("limit", ["100"])[0] or "100"
+        if not raw_limit.isdigit() or not 1 <= int(raw_limit) <= 1000:
+            raise BadRequest(400, "InvalidRequest", "limit must be from 1 to 1000")
+        payments = self.server.sandbox.store.list(reference, int(raw_limit))
+        self._answer(200, {"payments": [p.body() for p in payments]})
+
+    def _arm(self, _query: dict[str, list[str]]) -> None:
+        try:
+            fault = parse(self._body())
+        except FaultError as exc:
+            raise BadRequest(400, "InvalidFault", str(exc)) from exc
+        self._answer(201, fault.to_json())
+        if fault.kind == "refuse":
+            self.close_connection = True
+            self.server.sandbox.refuse(fault.for_s)
+        else:
+            self.server.sandbox.faults.arm(fault)
+
+    def _faults(self, _query: dict[str, list[str]]) -> None:
+        self._answer(200, {"faults": self.server.sandbox.faults.listing()})
+
+    def _clear(self, _query: dict[str, list[str]]) -> None:
+        self._answer(200, {"cleared": self.server.sandbox.faults.clear()})
+
+    def _health(self, _query: dict[str, list[str]]) -> None:
+        self._answer(200, {"status": "ok", "payments": self.server.sandbox.store.count()})
+
+
+BY_KEY = "/v1/payments/by-key/"
+ROUTES = {
+    ("POST", "/v1/payments"): _Handler._pay,
+    ("GET", "/v1/payments"): _Handler._list,
+    ("POST", "/_sandbox/faults"): _Handler._arm,
+    ("GET", "/_sandbox/faults"): _Handler._faults,
+    ("DELETE", "/_sandbox/faults"): _Handler._clear,
+    ("GET", "/healthz"): _Handler._health,
+}
