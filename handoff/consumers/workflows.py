@@ -6,8 +6,7 @@ events with status ``pending``) and batch size 1, whose handler starts a
 workflow run in the guard's transaction under a deterministic name. A
 redelivery is stopped by the guard; a second start under the same name,
 from anywhere, finds the first run (``handoff.workflow_start``); an update
-of the document is another event type, or another status, and does not
-pass the filter.
+of the document (any version after the first) does not pass the filter.
 
     starter = Consumer("intake", credential)
     start_workflow_on(starter, "created", workflow="invoice", where={"status": "pending"},
@@ -60,13 +59,18 @@ def start_workflow_on(
     input: Callable[[Event], dict[str, Any]] | None = None,
     then: ThenFn | None = None,
 ) -> Handler:
-    """Make ``app`` start a run of ``workflow`` for each matching ``event_type`` event.
+    """Make ``app`` start a run of ``workflow`` for each new document run whose first
+    event is of ``event_type`` and matches ``where``.
 
     Sets the app's batch size to 1 [Lambda batch size 1]: a start is not
     batched with others, so a failure redelivers one event, not ten.
     ``then(event, run, tx)`` runs only when this call started the run.
     """
     app.batch_size = 1
+    # Only the first version of a run is the trigger [the Pipe filter's
+    # eventName = INSERT]: a later version is an update of a document whose
+    # run already started, whatever its event type and status say.
+    where = {**(where or {}), "version": 1}
 
     def start(event: Event, tx: HandoffTx) -> None:
         run = tx.start_workflow(

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from handoff.consumers.app import Consumer, Outcome
@@ -38,7 +39,13 @@ class Knobs:
     crash_once: set[str] = field(default_factory=set)
 
 
-def payments_app(credential: Credential, provider: Provider, knobs: Knobs) -> Consumer:
+def payments_app(
+    credential: Credential | None,
+    provider: Provider | Callable[[], Provider],
+    knobs: Knobs | None = None,
+) -> Consumer:
+    """``credential`` None: read from HANDOFF_CONSUMER_CREDENTIAL when the app starts."""
+    knobs = knobs or Knobs()
     app = Consumer(PAYMENTS, credential)
     pay = app.effect("pay", provider=provider)
 

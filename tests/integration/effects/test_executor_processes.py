@@ -1,0 +1,140 @@
+"""Executors as processes: a kill -9 after submitting is recovered when the lease runs
+out (by a lookup, one charge), and several executors in several processes, fed by a
+real ``handoff consume`` reading Kafka, perform every intent exactly once."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from confluent_kafka import Producer
+
+from handoff.core.settings import HandoffSettings
+from handoff.rehearsal.orders import PAYMENTS
+from handoff.rehearsal.rows import Rehearsal
+from handoff.relay.kafka_io import ensure_topics, headers
+from handoff.stack.procs import wait_until
+from tests.fix_effects import SandboxProcess, env_for
+
+ROOT = Path(__file__).resolve().parents[3]
+
+
+class Procs:
+    def __init__(self, settings: HandoffSettings, rehearsal: Rehearsal, sandbox: SandboxProcess,
+                 logs: Path) -> None:  # fmt: skip
+        self.env = env_for(
+            settings,
+            HANDOFF_CONSUMER_CREDENTIAL=rehearsal.creds[PAYMENTS].token,
+            HANDOFF_SANDBOX_URL=sandbox.url,
+            HANDOFF_EFFECTS_RETRY_BASE_S="0.05",
+            HANDOFF_EFFECTS_POLL_S="0.2",
+        )
+        self.logs = logs
+        self.procs: list[subprocess.Popen[bytes]] = []
+
+    def start(self, *args: str, **env: str) -> subprocess.Popen[bytes]:
+        log = self.logs / f"effects-{len(self.procs)}.log"
+        with log.open("ab") as out:
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "handoff.stack", *args],
+                env={**self.env, **env},
+                cwd=ROOT,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+            )
+        self.procs.append(proc)
+        return proc
+
+    def log(self, index: int) -> str:
+        return (self.logs / f"effects-{index}.log").read_text()
+
+    def kill_all(self) -> None:
+        for proc in self.procs:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait(10)
+
+
+@pytest.fixture
+def procs(
+    migrated: HandoffSettings, rehearsal: Rehearsal, sandbox: SandboxProcess, tmp_path: Path
+) -> Iterator[Procs]:
+    found = Procs(migrated, rehearsal, sandbox, tmp_path)
+    try:
+        yield found
+    finally:
+        found.kill_all()
+
+
+def _state(r: Rehearsal, doc: str) -> tuple[Any, ...]:
+    row = r.admin.execute(
+        "SELECT state, reconciliation FROM handoff.effect_intents "
+        "WHERE tenant_id = %s AND document_id = %s",
+        (r.tenant, doc),
+    ).fetchone()
+    return tuple(row) if row else ()
+
+
+def test_a_killed_executors_claim_is_recovered_after_its_lease_with_one_charge(
+    rehearsal: Rehearsal, sandbox: SandboxProcess, procs: Procs
+) -> None:
+    doc, payload = rehearsal.order()
+    assert rehearsal.processor().run_one(rehearsal.item(payload)) == "apply"
+    lease = {"HANDOFF_EFFECTS_LEASE_S": "2"}
+    hung = procs.start("effects", "run", "tests.effect_apps:app",
+                       HANDOFF_EFFECTS_FAULT_HANG_AFTER_SUBMIT="1", **lease)  # fmt: skip
+    assert wait_until(lambda: len(sandbox.payments(doc)) == 1, 30), procs.log(0)
+    assert _state(rehearsal, doc) == ("submitted", "none")
+    hung.kill()  # kill -9 between the provider's answer and its record
+    hung.wait(10)
+    procs.start("effects", "run", "tests.effect_apps:app", **lease)
+    assert wait_until(lambda: _state(rehearsal, doc)[:1] == ("succeeded",), 30), procs.log(1)
+    ev = rehearsal.evidence(doc)
+    [intent] = ev["intents"]
+    assert intent["reconciliation"] == "reconciled" and intent["attempts"] == 1
+    assert len(ev["provider_records"]) == 1
+    assert intent["provider_ref"] == ev["provider_records"][0]["id"]
+    assert any("expired" in (h["detail"] or "") for h in ev["intent_history"])
+    assert ev["order"][0]["status"] == "paid"
+
+
+def test_several_executors_in_several_processes_perform_each_intent_once(
+    migrated: HandoffSettings, rehearsal: Rehearsal, sandbox: SandboxProcess, procs: Procs
+) -> None:
+    topic = f"test.effects.{uuid.uuid4().hex[:8]}"
+    ensure_topics(migrated.kafka_bootstrap, [topic], 3)
+    orders = [rehearsal.order(amount=100 + n) for n in range(40)]
+    producer = Producer({"bootstrap.servers": migrated.kafka_bootstrap})
+    for doc, payload in orders:
+        value = rehearsal.item(payload).position.value
+        producer.produce(topic, value, doc.encode(),
+                         headers=headers("created", PAYMENTS, rehearsal.tenant, 1))  # fmt: skip
+    assert producer.flush(30) == 0
+    # One consumer process with two executors, and an executor-only process with two more.
+    procs.start("consume", "tests.effect_apps:app", "--topic", topic, "--executors", "2",
+                "--batch-size", "10")  # fmt: skip
+    procs.start("effects", "run", "tests.effect_apps:app", "--executors", "2")
+
+    def all_paid() -> bool:
+        row = rehearsal.admin.execute(
+            "SELECT count(*) FROM handoff.document_state WHERE tenant_id = %s AND status = 'paid'",
+            (rehearsal.tenant,),
+        ).fetchone()
+        return row is not None and row[0] == len(orders)
+
+    assert wait_until(all_paid, 90), procs.log(0)[-3000:] + procs.log(1)[-3000:]
+    workers = set()
+    for doc, _ in orders:
+        ev = rehearsal.evidence(doc)
+        [charge] = ev["provider_records"]
+        [intent] = ev["intents"]
+        assert charge["idempotencyKey"] == intent["idempotency_key"]
+        claims = [h for h in ev["intent_history"] if h["to_state"] == "claimed"]
+        assert len(claims) == 1  # no intent was taken twice
+        workers.add(claims[0]["actor"])
+    assert len(workers) > 1  # the work was shared
