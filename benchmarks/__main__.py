@@ -10,7 +10,7 @@ from dataclasses import asdict
 
 from rich.console import Console
 
-from benchmarks import consumer, emit, emit_pgbench, pgbench, relay, tracker
+from benchmarks import consumer, effects, emit, emit_pgbench, pgbench, relay, tracker
 from benchmarks.stats import markdown_table
 from handoff.core.settings import load_settings
 from handoff.stack.local import LocalStack
@@ -316,13 +316,38 @@ def bench_consumer(events: int, batch_size: int, rate: float, seconds: float) ->
     return markdown_table(["what", "events/s", "vs bare", "peak RSS MB", "notes"], rows)
 
 
+def bench_effects(executor_counts: list[int], per_executor: int, latency_ms: int) -> str:
+    """Effects/s through the ledger vs a bare provider loop; unknown -> reconciled."""
+    stack = LocalStack(console=console)
+    settings = load_settings(stack.layout.home)
+    console.print("[bold]effects[/bold]")
+    r = effects.run(
+        settings,
+        stack.layout.home,
+        executor_counts,
+        per_executor,
+        latency_ms,
+        lambda line: console.print(line, highlight=False),
+    )
+    out = stack.layout.home / "bench"
+    out.mkdir(exist_ok=True)
+    (out / f"effects-{time.strftime('%Y%m%d-%H%M%S')}.json").write_text(
+        json.dumps(asdict(r), indent=2)
+    )
+    return markdown_table(
+        ["executors", "effects/s (ledger)", f"bare provider loop ({r.latency_ms} ms)",
+         "ledger / bare", "notes"],
+        effects.result_rows(r),
+    )  # fmt: skip
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m benchmarks")
     parser.add_argument(
         "which",
         nargs="*",
-        default=["emit", "relay", "tracker", "consumer"],
-        help="benchmarks to run: emit, relay, tracker, consumer",
+        default=["emit", "relay", "tracker", "consumer", "effects"],
+        help="benchmarks to run: emit, relay, tracker, consumer, effects",
     )
     parser.add_argument("--rows", type=int, default=1_000_000, help="relay backlog rows")
     parser.add_argument("--rate", type=float, default=1000.0, help="emits/s for relay latency")
@@ -336,6 +361,15 @@ def main() -> None:
     parser.add_argument("--batch-size", type=int, default=500, help="consumer: batched size")
     parser.add_argument(
         "--hop-rate", type=float, default=500.0, help="consumer: handoffs/s for hop latency"
+    )
+    parser.add_argument(
+        "--executors", default="1,4,16", help="effects: comma-separated executor counts"
+    )
+    parser.add_argument(
+        "--per-executor", type=int, default=200, help="effects: intents per executor per run"
+    )
+    parser.add_argument(
+        "--provider-latency-ms", type=int, default=20, help="effects: the provider's latency"
     )
     args = parser.parse_args()
     counts = [int(c) for c in args.clients.split(",")]
@@ -354,6 +388,13 @@ def main() -> None:
     if "consumer" in args.which:
         table = bench_consumer(args.events, args.batch_size, args.hop_rate, args.seconds)
         console.print("\n[bold]Consumer[/bold]")
+        print(table)
+    if "effects" in args.which:
+        table = bench_effects(
+            [int(n) for n in args.executors.split(",")], args.per_executor,
+            args.provider_latency_ms,
+        )  # fmt: skip
+        console.print("\n[bold]Effects[/bold]")
         print(table)
 
 

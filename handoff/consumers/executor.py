@@ -70,6 +70,7 @@ class Claimed:
     attempts: int
     lookups: int
     needs_lookup: bool
+    submitted: bool  # marked submitted by the claim itself (never sent before)
     recovered: str | None  # the executor whose lease ran out, if any
 
 
@@ -97,7 +98,8 @@ class Executor:
         rows = transact(
             self.conn,
             lambda tx: tx.execute(
-                CLAIM, {"worker": self.worker, "lease_s": self.config.lease_s, "limit": 1}
+                CLAIM,
+                {"worker": self.worker, "lease_s": self.config.lease_s, "limit": 1, "submit": True},
             ).fetchall(),
         )
         for row in rows:
@@ -125,6 +127,12 @@ class Executor:
             return
         if c.needs_lookup and not self._look_up(effect, c):
             return
+        if not c.submitted and not self._resubmitting(c):
+            return
+        self._submit(effect, c)
+
+    def _resubmitting(self, c: Claimed) -> bool:
+        """After a lookup found nothing: send again, unless the attempts are spent."""
         if c.attempts >= self.config.max_attempts:
             # Here the provider has been asked (or was never reached): it does
             # not hold the operation, so the intent is "intended" again.
@@ -135,10 +143,8 @@ class Executor:
                 reconciliation="unresolved",
                 error=f"no final answer after {c.attempts} attempts: over to {self.app.name}",
             )
-            return
-        if not self._submitting(c):
-            return
-        self._submit(effect, c)
+            return False
+        return self._submitting(c)
 
     def _look_up(self, effect: Effect, c: Claimed) -> bool:
         """Ask the provider what became of an earlier submission; True: submit (again)."""

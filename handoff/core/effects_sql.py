@@ -15,8 +15,8 @@ SELECT id, idempotency_key, state, created, event_id, business_key
 
 CLAIM = """
 SELECT id, effect, idempotency_key, request, document_id, run_id, event_id, claim, attempts,
-       lookups, needs_lookup, recovered
-  FROM handoff.effect_claim(%(worker)s, %(lease_s)s, %(limit)s)
+       lookups, needs_lookup, submitted, recovered
+  FROM handoff.effect_claim(%(worker)s, %(lease_s)s, %(limit)s, %(submit)s)
 """
 
 SUBMITTING = "SELECT handoff.effect_submitting(%(id)s, %(claim)s)"

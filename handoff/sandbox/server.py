@@ -139,6 +139,9 @@ class _Handler(BaseHTTPRequestHandler):
 
     def setup(self) -> None:
         super().setup()
+        # Headers and body go out as two writes: with Nagle's algorithm and
+        # the client's delayed ACK, every answer would wait ~40 ms (measured).
+        self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.server.sandbox.track(self.connection, True)
 
     def finish(self) -> None:

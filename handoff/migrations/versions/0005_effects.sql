@@ -52,12 +52,15 @@ CREATE TABLE handoff.effect_intents (
 CREATE UNIQUE INDEX effect_intents_business
     ON handoff.effect_intents (tenant_id, consumer, effect, business_key)
     WHERE business_key IS NOT NULL;
--- What an executor may claim: open work, by when it is due. Small: finished
--- intents leave it.
+-- What an executor may claim, by when it is due, in two queues: new intents,
+-- and those to take again (unknown outcomes, expired leases). Small: finished
+-- and unresolved intents leave them.
 CREATE INDEX effect_intents_ready
     ON handoff.effect_intents (tenant_id, consumer, next_attempt_at)
-    WHERE state IN ('intended', 'claimed', 'submitted', 'unknown')
-      AND reconciliation <> 'unresolved';
+    WHERE state = 'intended' AND reconciliation <> 'unresolved';
+CREATE INDEX effect_intents_again
+    ON handoff.effect_intents (tenant_id, consumer, next_attempt_at)
+    WHERE state IN ('claimed', 'submitted', 'unknown') AND reconciliation <> 'unresolved';
 CREATE INDEX effect_intents_unresolved
     ON handoff.effect_intents (tenant_id, id) WHERE reconciliation = 'unresolved';
 CREATE INDEX effect_intents_by_document
@@ -144,49 +147,77 @@ END
 $$;
 
 -- Claim up to p_limit intents for p_worker for p_lease_s seconds [SQS
--- visibility timeout]: new ones, unknown ones whose next attempt is due, and
--- claimed or submitted ones whose lease ran out (their executor died). The
--- claim counter is the fencing token: a late executor whose lease was taken
--- over finds its token stale and records nothing. needs_lookup: the intent
--- was submitted before, so the provider must be asked before any retry.
-CREATE FUNCTION handoff.effect_claim(p_worker text, p_lease_s double precision, p_limit integer)
-RETURNS TABLE (id bigint, effect text, idempotency_key text, request jsonb, document_id text,
-               run_id integer, event_id text, claim integer, attempts integer, lookups integer,
-               needs_lookup boolean, recovered text)
+-- visibility timeout]. Intents to take again come first: an unknown outcome
+-- whose retry is due (a lookup settles it; behind a backlog of new intents it
+-- would wait minutes, measured) and claimed or submitted ones whose lease ran
+-- out (their executor died); then new ones, oldest due first. The claim
+-- counter is the fencing token: a late executor whose lease was taken over
+-- finds its token stale and records nothing. needs_lookup: the intent was
+-- submitted before, so the provider must be asked before any retry.
+-- p_submit: an intent never submitted is claimed and marked submitted in
+-- one step (one transaction fewer per effect; a crash before the send makes
+-- the next executor look it up, finding nothing, and send).
+CREATE FUNCTION handoff.effect_claim(
+    p_worker text, p_lease_s double precision, p_limit integer, p_submit boolean
+) RETURNS TABLE (id bigint, effect text, idempotency_key text, request jsonb, document_id text,
+                 run_id integer, event_id text, claim integer, attempts integer, lookups integer,
+                 needs_lookup boolean, submitted boolean, recovered text)
 LANGUAGE plpgsql
 SECURITY DEFINER
 SET search_path = handoff, pg_temp
 AS $$
 DECLARE
     v services := _consumer();
+    v_ids bigint[];
 BEGIN
-    RETURN QUERY
-    WITH ready AS (
-        SELECT e.id, e.state AS was, e.claimed_by AS by FROM effect_intents e
+    -- Two queries, each on its own partial index, rather than one ordered
+    -- by "again first": that order would sort the whole backlog per claim.
+    SELECT array_agg(e.id) INTO v_ids FROM (
+        SELECT e.id FROM effect_intents e
          WHERE e.tenant_id = v.tenant_id AND e.consumer = v.name
-           AND e.state IN ('intended', 'claimed', 'submitted', 'unknown')
+           AND e.state IN ('claimed', 'submitted', 'unknown')
            AND e.reconciliation <> 'unresolved'
            AND e.next_attempt_at <= now()
-           AND (e.state IN ('intended', 'unknown') OR e.lease_until < now())
-         ORDER BY e.next_attempt_at, e.id
+           AND (e.state = 'unknown' OR e.lease_until < now())
+         ORDER BY e.next_attempt_at
          LIMIT p_limit
-           FOR UPDATE SKIP LOCKED
+           FOR UPDATE SKIP LOCKED) e;
+    IF coalesce(cardinality(v_ids), 0) < p_limit THEN
+        SELECT coalesce(v_ids, '{}') || coalesce(array_agg(e.id), '{}') INTO v_ids FROM (
+            SELECT e.id FROM effect_intents e
+             WHERE e.tenant_id = v.tenant_id AND e.consumer = v.name
+               AND e.state = 'intended'
+               AND e.reconciliation <> 'unresolved'
+               AND e.next_attempt_at <= now()
+             ORDER BY e.next_attempt_at
+             LIMIT p_limit - coalesce(cardinality(v_ids), 0)
+               FOR UPDATE SKIP LOCKED) e;
+    END IF;
+    RETURN QUERY
+    WITH ready AS (
+        SELECT e.id, e.state AS was, e.claimed_by AS by, e.submitted_at IS NOT NULL AS sent,
+               p_submit AND e.submitted_at IS NULL AS send
+          FROM effect_intents e WHERE e.id = ANY (v_ids)
     ), taken AS (
         UPDATE effect_intents e
-           SET state = 'claimed', claim = e.claim + 1, claimed_by = p_worker,
+           SET state = CASE WHEN ready.send THEN 'submitted' ELSE 'claimed' END,
+               attempts = e.attempts + CASE WHEN ready.send THEN 1 ELSE 0 END,
+               submitted_at = CASE WHEN ready.send THEN now() ELSE e.submitted_at END,
+               claim = e.claim + 1, claimed_by = p_worker,
                lease_until = now() + make_interval(secs => p_lease_s), updated_at = now()
           FROM ready
          WHERE e.id = ready.id
-        RETURNING e.*, ready.was, ready.by
+        RETURNING e.*, ready.was, ready.by, ready.sent, ready.send
     ), logged AS (
         INSERT INTO effect_history (intent_id, actor, from_state, to_state, detail)
-        SELECT t.id, p_worker, t.was, 'claimed',
-               CASE WHEN t.was IN ('claimed', 'submitted')
-                    THEN 'lease of ' || t.by || ' expired' END
+        SELECT t.id, p_worker, t.was, t.state,
+               concat_ws('; ', CASE WHEN t.was IN ('claimed', 'submitted')
+                                    THEN 'lease of ' || t.by || ' expired' END,
+                         CASE WHEN t.send THEN 'claimed, attempt ' || t.attempts END)
           FROM taken t
     )
     SELECT t.id, t.effect, t.idempotency_key, t.request, t.document_id, t.run_id, t.event_id,
-           t.claim, t.attempts, t.lookups, t.submitted_at IS NOT NULL,
+           t.claim, t.attempts, t.lookups, t.sent, t.send,
            CASE WHEN t.was IN ('claimed', 'submitted') THEN t.by END
       FROM taken t;
 END

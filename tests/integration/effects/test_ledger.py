@@ -111,7 +111,12 @@ def test_an_executor_claims_only_its_own_consumers_intents(rehearsal: Rehearsal)
     _placed_and_applied(rehearsal)
     other = rehearsal._service_conn("shipping")  # another service of the same tenant
     with handoff_tx(other) as tx:
-        assert tx.execute(CLAIM, {"worker": "x", "lease_s": 5, "limit": 100}).fetchall() == []
+        assert (
+            tx.execute(
+                CLAIM, {"worker": "x", "lease_s": 5, "limit": 100, "submit": True}
+            ).fetchall()
+            == []
+        )
     assert rehearsal.executor().drain() == 1
 
 
@@ -122,7 +127,9 @@ def test_a_lease_taken_over_fences_the_late_executor(
     late = rehearsal._service_conn(PAYMENTS)
     [claimed] = transact(
         late,
-        lambda tx: tx.execute(CLAIM, {"worker": "late", "lease_s": 0.2, "limit": 1}).fetchall(),
+        lambda tx: tx.execute(
+            CLAIM, {"worker": "late", "lease_s": 0.2, "limit": 1, "submit": False}
+        ).fetchall(),
     )
     intent_id, claim = claimed[0], claimed[7]
     time.sleep(0.3)  # the late executor stalls past its lease
