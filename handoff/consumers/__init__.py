@@ -11,7 +11,7 @@
 Run with ``handoff consume mymodule:app``.
 """
 
-from handoff.consumers.app import Consumer, Handler
+from handoff.consumers.app import Consumer, Effect, Handler, Outcome
 from handoff.consumers.event import Event, Position
 
-__all__ = ["Consumer", "Event", "Handler", "Position"]
+__all__ = ["Consumer", "Effect", "Event", "Handler", "Outcome", "Position"]

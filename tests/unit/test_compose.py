@@ -118,6 +118,9 @@ def test_commands_parse_and_servers_listen_where_published(resolved: dict[str, A
     # inside a container, 127.0.0.1 is unreachable through a published port
     assert relay["metrics_host"] == "0.0.0.0"
     assert _published(services["relay"]) == {9400: relay["metrics_port"]}
+    sandbox = _parse(services["sandbox-provider"]["command"]).params
+    assert sandbox["host"] == "0.0.0.0"
+    assert _published(services["sandbox-provider"]) == {8900: sandbox["port"]}
 
 
 def test_a_broken_file_is_refused(tmp_path: Path) -> None:
