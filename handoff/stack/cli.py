@@ -15,6 +15,7 @@ from handoff.core.settings import default_home, load_settings
 from handoff.stack.cli_common import YesOpt, _admin, _confirm, console
 from handoff.stack.cli_consumers import consume, quarantine_app
 from handoff.stack.cli_effects import effects_app, rehearse, sandbox_provider
+from handoff.stack.cli_run import run
 
 if TYPE_CHECKING:
     from handoff.stack.local import LocalStack
@@ -34,6 +35,7 @@ app.command("consume")(consume)
 app.add_typer(effects_app, name="effects")
 app.command("sandbox-provider")(sandbox_provider)
 app.command("rehearse")(rehearse)
+app.command("run")(run)
 
 PartsArg = Annotated[
     list[str] | None,

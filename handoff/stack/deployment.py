@@ -1,0 +1,115 @@
+"""A deployment file: which processes run, how many of each, with what settings.
+
+    # deployment.toml  (handoff run deployment.toml)
+    [env]                                   # for every process
+    HANDOFF_SANDBOX_URL = "http://127.0.0.1:8900"
+
+    [[process]]
+    name = "relay"
+    handoff = ["relay", "--metrics-port", "9400"]   # a handoff command ...
+
+    [[process]]
+    name = "review"
+    handoff = ["consume", "review_service:app"]
+    count = 2
+    env = { HANDOFF_CONSUMER_CREDENTIAL = "${REVIEW_CREDENTIAL}" }
+
+    [[process]]
+    name = "mailer"
+    exec = ["node", "mailer.js"]             # ... or any program
+    restart = "always"
+
+Processes start in file order and stop in the reverse order. ``${NAME}`` in
+an env value is taken from the environment of ``handoff run`` (so secrets
+stay out of the file); a missing one is an error naming it.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tomllib
+from pathlib import Path
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from handoff.core.errors import ConfigurationError
+
+NAME = re.compile(r"^[a-z][a-z0-9_-]{0,39}$")
+VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
+
+
+class ProcessSpec(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    name: str
+    handoff: list[str] | None = None
+    exec: list[str] | None = None
+    count: Annotated[int, Field(ge=1, le=64)] = 1
+    restart: Literal["always", "on-failure", "never"] = "on-failure"
+    env: dict[str, str] = {}
+    stop_timeout_s: Annotated[float, Field(gt=0, le=600)] = 15.0
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, value: str) -> str:
+        if not NAME.match(value):
+            raise ValueError("1-40 of a-z, 0-9, _ and -, starting with a letter")
+        return value
+
+    @model_validator(mode="after")
+    def _one_command(self) -> ProcessSpec:
+        if (self.handoff is None) == (self.exec is None):
+            raise ValueError("give exactly one of handoff = [...] or exec = [...]")
+        if not (self.handoff or self.exec):
+            raise ValueError("the command is empty")
+        return self
+
+
+class Deployment(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    env: dict[str, str] = {}
+    process: list[ProcessSpec]
+
+    @model_validator(mode="after")
+    def _unique(self) -> Deployment:
+        names = [p.name for p in self.process]
+        twice = sorted({n for n in names if names.count(n) > 1})
+        if twice:
+            raise ValueError(f"process names must be unique: {', '.join(twice)}")
+        if not names:
+            raise ValueError("no [[process]] to run")
+        return self
+
+
+def _expand(value: str, where: str) -> str:
+    def one(match: re.Match[str]) -> str:
+        name = match.group(1)
+        if name not in os.environ:
+            raise ConfigurationError(f"{where}: ${{{name}}} is not set in the environment")
+        return os.environ[name]
+
+    return VARIABLE.sub(one, value)
+
+
+def load(path: Path) -> Deployment:
+    """Read and check ``path``; every problem is a ConfigurationError saying what to fix."""
+    try:
+        raw = tomllib.loads(path.read_text())
+    except OSError as exc:
+        raise ConfigurationError(f"cannot read {path}: {exc.strerror}") from exc
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigurationError(f"{path} is not valid TOML: {exc}") from exc
+    try:
+        found = Deployment.model_validate(raw)
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in e['loc']) or 'file'}: {e['msg']}" for e in exc.errors()
+        )
+        raise ConfigurationError(f"{path}: {problems}") from exc
+    found.env = {k: _expand(v, f"env.{k}") for k, v in found.env.items()}
+    for spec in found.process:
+        spec.env = {k: _expand(v, f"{spec.name}.env.{k}") for k, v in spec.env.items()}
+    return found

@@ -1,0 +1,73 @@
+"""``handoff run``: real processes, one view, restarts, and Ctrl-C stopping them in order."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import httpx
+import psutil
+
+from handoff.stack.layout import pick_port
+from handoff.stack.procs import wait_until
+
+TALKER = "import os,time\nwhile True:\n print('tick', os.environ['HANDOFF_RUN_PROCESS'], flush=True); time.sleep(0.2)"  # noqa: E501
+CRASHER = "import time,sys; print('up', flush=True); time.sleep(0.3); sys.exit(3)"
+STUBBORN = "import signal,time\nsignal.signal(signal.SIGTERM, lambda *_: None)\nprint('stubborn', flush=True)\nwhile True: time.sleep(1)"  # noqa: E501
+
+
+def test_run_supervises_restarts_and_stops_in_reverse_order(tmp_path: Path) -> None:
+    port = pick_port(18950, set())
+    file = tmp_path / "deployment.toml"
+    file.write_text(_toml(port, tmp_path))
+    out = tmp_path / "out.log"
+    with out.open("wb") as sink:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "handoff.stack", "run", str(file), "--logs", str(tmp_path)],
+            stdout=sink,
+            stderr=subprocess.STDOUT,
+        )
+    try:
+        assert wait_until(lambda: "crasher: exited with 3" in out.read_text() and
+                          out.read_text().count("crasher: started") >= 2, 20), out.read_text()  # fmt: skip
+        assert httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=5).status_code == 200
+        children = psutil.Process(proc.pid).children()
+        assert len(children) >= 4
+        proc.send_signal(signal.SIGINT)  # Ctrl-C
+        assert proc.wait(30) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    text = out.read_text()
+    assert "talker.1 | tick talker.1" in text and "talker.2 | tick talker.2" in text
+    assert "sandbox | " in text
+    stops = [line.split("|", 1)[1].strip() for line in text.splitlines()
+             if line.strip().startswith("run |") and line.rstrip().endswith(": stopping")]  # fmt: skip
+    order = [s.split(":")[0] for s in stops]
+    assert order[0] == "stubborn" and order[-1] == "sandbox"
+    assert order.index("talker.2") < order.index("talker.1")
+    assert "stubborn: still running after 1 s; killed" in text
+    for child in children:
+        assert not child.is_running() or child.status() == psutil.STATUS_ZOMBIE
+    assert (tmp_path / "run-talker.1.log").read_text().startswith("tick talker.1")
+
+
+def _toml(port: int, folder: Path) -> str:
+    def arr(*items: str) -> str:
+        return "[" + ", ".join(_quote(i) for i in items) + "]"
+
+    return "\n".join([
+        "[[process]]", 'name = "sandbox"',
+        f"handoff = {arr('sandbox-provider', '--port', str(port), '--data', str(folder / 'sb'))}",
+        "[[process]]", 'name = "talker"', f"exec = {arr(sys.executable, '-c', TALKER)}",
+        "count = 2",
+        "[[process]]", 'name = "crasher"', f"exec = {arr(sys.executable, '-c', CRASHER)}",
+        "[[process]]", 'name = "stubborn"', f"exec = {arr(sys.executable, '-c', STUBBORN)}",
+        "stop_timeout_s = 1",
+    ])  # fmt: skip
+
+
+def _quote(text: str) -> str:
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
