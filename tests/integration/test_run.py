@@ -30,8 +30,12 @@ def test_run_supervises_restarts_and_stops_in_reverse_order(tmp_path: Path) -> N
             stderr=subprocess.STDOUT,
         )
     try:
-        assert wait_until(lambda: "crasher: exited with 3" in out.read_text() and
-                          out.read_text().count("crasher: started") >= 2, 20), out.read_text()  # fmt: skip
+
+        def restarted() -> bool:
+            text = out.read_text()
+            return "crasher: exited with 3" in text and text.count("crasher: started") >= 2
+
+        assert wait_until(restarted, 20), out.read_text()
         assert httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=5).status_code == 200
         children = psutil.Process(proc.pid).children()
         assert len(children) >= 4
@@ -43,8 +47,9 @@ def test_run_supervises_restarts_and_stops_in_reverse_order(tmp_path: Path) -> N
     text = out.read_text()
     assert "talker.1 | tick talker.1" in text and "talker.2 | tick talker.2" in text
     assert "sandbox | " in text
-    stops = [line.split("|", 1)[1].strip() for line in text.splitlines()
-             if line.strip().startswith("run |") and line.rstrip().endswith(": stopping")]  # fmt: skip
+    notes = [line.split("|", 1)[1].strip() for line in text.splitlines()
+             if line.strip().startswith("run |")]  # fmt: skip
+    stops = [note for note in notes if note.endswith(": stopping")]
     order = [s.split(":")[0] for s in stops]
     assert order[0] == "stubborn" and order[-1] == "sandbox"
     assert order.index("talker.2") < order.index("talker.1")
