@@ -247,7 +247,9 @@ class Executor:
                 tx,
                 c,
                 state,
-                reconciliation="reconciled" if reconciled else None,
+                # After a lookup (this one, or one that found nothing and sent
+                # again), the earlier unknown outcome is settled.
+                reconciliation="reconciled" if reconciled or c.needs_lookup else None,
                 provider_ref=answer.reference,
                 outcome=answer.body,
                 error=error,

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import shlex
 import sys
+import time
 from typing import TYPE_CHECKING, Annotated
 
 import typer
 from pydantic import ValidationError
 from rich.table import Table
 
+from handoff.core.client import HandoffClient
 from handoff.core.errors import HandoffError
 from handoff.core.settings import default_home, load_settings
 from handoff.stack.cli_common import YesOpt, _admin, _confirm, console
@@ -300,8 +302,16 @@ def demo(
     host: Annotated[str, typer.Option(help="Interface for the tracker.")] = "127.0.0.1",
     port: Annotated[int, typer.Option(min=1, max=65535, help="Tracker port.")] = 8000,
     serve_: Annotated[
-        bool, typer.Option("--serve/--no-serve", help="Serve the tracker until Ctrl-C.")
+        bool,
+        typer.Option(
+            "--serve/--no-serve",
+            help="Serve the tracker until Ctrl-C; --no-serve seeds, lets the pipeline run "
+            "for --settle seconds and stops.",
+        ),
     ] = True,
+    settle: Annotated[
+        float, typer.Option(min=0, help="With --no-serve: seconds the pipeline runs on.")
+    ] = 20.0,
     local: Annotated[
         bool,
         typer.Option(
@@ -311,11 +321,19 @@ def demo(
         ),
     ] = True,
 ) -> None:
-    """Stack up, migrate, run a sample pipeline and serve the tracker on :8000."""
-    from handoff.stack.demo import Pipeline, Trickle, demo_services, seed, summary
-    from handoff.stack.layout import port_is_free
+    """Stack up, migrate, run the event-driven sample pipeline and serve the tracker."""
+    import logging
+    import signal
+    import threading
+
+    from rich.markup import escape
+
+    from handoff.stack import demo as d
+    from handoff.stack.layout import pick_port, port_is_free
     from handoff.stack.local import PART_NAMES
     from handoff.stack.migrate import upgrade
+    from handoff.stack.procs import wait_until
+    from handoff.stack.supervisor import Supervisor
 
     if serve_ and not port_is_free(port, host):
         raise typer.BadParameter(f"{host}:{port} is in use; stop what runs there or pass --port")
@@ -326,23 +344,49 @@ def demo(
         home = stack.layout.home
     settings = load_settings(home)
     upgrade(settings)
-    services = demo_services(settings, home)
+    services = d.demo_services(settings, home)
+    sandbox_port = pick_port(8900, {port})
+    path = d.write_deployment(home, settings, sandbox_port=sandbox_port, tracker_port=port)
+    deployment = d.load_deployment(path, services, with_tracker=False)
     console.print(
-        f"Demo tenant [bold]{services.tenant}[/bold]: services routing → review → "
-        "finalization, each acting through its own HandoffClient"
+        f"Demo tenant [bold]{services.tenant}[/bold]: intake → routing → review | "
+        "senior-review → finalization (pays at the sandbox provider) → paid; "
+        f"processes from {path}",
+        highlight=False,
     )
-    pipeline = Pipeline.open(services, settings, home)
+    lock = threading.Lock()
+
+    def say(label: str, colour: str, line: str) -> None:
+        with lock:
+            console.print(f"[{colour}]{label:>13} |[/{colour}] {escape(line)}", highlight=False)
+
+    logging.getLogger("httpx").setLevel(logging.WARNING)  # the intake's fault requests
+    supervisor = Supervisor(deployment, home / "logs", say)
+    runner = d.Background(supervisor.run)
+    runner.start()
+    intake = d.make_intake(services, settings, home, sandbox_port)
+    review = HandoffClient.direct(services.credentials["review"], settings.database_url)
     try:
-        if pipeline.walkthrough():
+        import httpx
+
+        def sandbox_up() -> bool:
+            try:
+                return httpx.get(f"{intake.sandbox_url}/healthz", timeout=2).is_success
+            except httpx.HTTPError:
+                return False
+
+        if not wait_until(sandbox_up, 30):
+            raise typer.Exit(1)
+        d.seed(intake, documents, console)
+        console.print("waiting for routing to route invoice-42…")
+        if d.walkthrough(intake, review, settings, services.tenant):
             console.print("invoice-42 is waiting at review, version 7 (the README's example)")
-        seed(pipeline, documents, console)
-        state = summary(pipeline)
+        state = d.summary(settings, services.tenant)
         console.print(
-            "waiting: "
-            + ", ".join(f"{n} at {owner}" for owner, n in state["waiting"].items())
-            + f"; {state['finished']} finished; {state['rejected']} rejected attempts",
+            "waiting: " + ", ".join(f"{n} at {owner}" for owner, n in state["waiting"].items())
+            + f"; {state['finished']} paid",
             highlight=False,
-        )
+        )  # fmt: skip
         if not serve_:
             console.print(
                 f"Sign in to the tracker with the viewer credential:\n  "
@@ -350,13 +394,12 @@ def demo(
                 highlight=False,
                 soft_wrap=True,
             )
+            time.sleep(settle)
             return
         import uvicorn
 
         from handoff.tracker.app import create_app
 
-        trickle = Trickle(pipeline)
-        trickle.start()
         url = f"http://{host}:{port}"
         console.print(f"\n[bold]Tracker[/bold]  {url}   (API docs: {url}/docs)")
         console.print(
@@ -366,16 +409,30 @@ def demo(
             soft_wrap=True,
         )
         console.print(
-            "Work keeps moving every 2 s. Stop with Ctrl-C (the stack keeps running; "
+            "Invoices keep arriving; small ones are approved and paid by the pipeline, "
+            "larger ones wait for a reviewer. Stop with Ctrl-C (the stack keeps running; "
             "make down stops it)."
         )
-        try:
-            uvicorn.run(create_app(settings), host=host, port=port, log_level="warning")
-        finally:
-            trickle.stop()
-            console.print(f"demo moved work {trickle.steps} times while served")
+        # The server runs off the main thread, so uvicorn leaves the signals
+        # to us: it would re-raise a Ctrl-C after its own shutdown and end
+        # this process before the pipeline's processes are stopped.
+        server = uvicorn.Server(
+            uvicorn.Config(create_app(settings), host=host, port=port, log_level="warning")
+        )
+        served = threading.Thread(target=server.run, name="tracker", daemon=True)
+        stop = threading.Event()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(sig, lambda *_: stop.set())
+        served.start()
+        while not stop.wait(0.5) and served.is_alive():
+            pass
+        server.should_exit = True
+        served.join(30)
     finally:
-        pipeline.close()
+        review.close()
+        intake.client.close()
+        supervisor.stop()
+        runner.join(120)
 
 
 def main() -> None:

@@ -1,12 +1,11 @@
-"""``handoff demo``: a small invoice pipeline to look at in the tracker.
+"""``handoff demo``: the sample invoice pipeline, event-driven, with the tracker.
 
-Three services, each acting through its own ``HandoffClient`` (direct mode,
-its own database role): ``routing`` creates invoices and routes them,
-``review`` checks them, ``finalization`` approves and finishes them. The
-seed leaves documents at every stage, a few overdue and a few rejected
-attempts; while the tracker is served a trickle keeps work moving so the
-overview changes as you watch. Credentials are kept in
-``<home>/demo.json`` (0600) and reused by the next demo.
+intake -> relay -> routing -> review / senior-review -> finalization (pays
+through the effect ledger against the sandbox provider) -> paid. Each
+service is its own process with its own credential (handoff/samples),
+supervised by the engine of ``handoff run``, from a deployment file the demo
+writes to ``<home>/demo/deployment.toml`` for users to read and run
+themselves. Credentials are kept in ``<home>/demo.json`` (0600) and reused.
 """
 
 from __future__ import annotations
@@ -15,9 +14,9 @@ import json
 import logging
 import random
 import threading
+import time
 import uuid
-from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -26,28 +25,26 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from handoff.core.client import HandoffClient
-from handoff.core.errors import (
-    AlreadyExists,
-    ConflictingEventReuse,
-    ContractError,
-    ServiceExists,
-)
+from handoff.core.errors import AlreadyExists, ConflictingEventReuse, ServiceExists
 from handoff.core.identity import Credential
 from handoff.core.services import add_service, has_credential
 from handoff.core.settings import HandoffSettings
+from handoff.samples.intake import Intake
+from handoff.stack.deployment import Deployment, load
 
 log = logging.getLogger("handoff.demo")
 
-SERVICES = ("routing", "review", "finalization", "viewer")
-# Stages in order: (owner, status while it waits there, event that moves it on).
-STAGES = (
-    ("routing", "waiting for routing", "routed"),
-    ("review", "waiting for review", "reviewed"),
-    ("finalization", "waiting for approval", "finalized"),
+SERVICES = ("intake", "routing", "review", "senior-review", "finalization", "viewer")
+# The consumer processes: (process name, app in handoff.samples.invoices, extra arguments)
+CONSUMERS: tuple[tuple[str, str, list[str]], ...] = (
+    ("routing", "routing", []),
+    ("review", "review", []),
+    ("senior-review", "senior_review", []),
+    ("finalization", "finalization", ["--executors", "2"]),
 )
 # The README's example document; it waits at review, version 7.
 WALKTHROUGH = "invoice-42"
-CUSTOMERS = ("Acme GmbH", "Globex", "Initech", "Umbrella", "Stark Industries", "Wayne Corp")
+WALKTHROUGH_NOTES = ("amounts", "tax ids", "bank details", "purchase order", "signatures")
 
 
 @dataclass
@@ -78,7 +75,8 @@ def _save(path: Path, demo: DemoCredentials) -> None:
                 "tenant": demo.tenant,
                 "credentials": demo.credentials,
                 "next_number": demo.next_number,
-            }
+            },
+            indent=2,
         )
     )
 
@@ -95,11 +93,11 @@ def demo_services(settings: HandoffSettings, home: Path) -> DemoCredentials:
         ):
             return known
         # "demo" unless it is taken (by an earlier demo whose credentials this
-        # home does not have): then a tenant of our own.
+        # home does not have, or an older demo's services): then a tenant of our own.
         for tenant in ("demo", f"demo-{uuid.uuid4().hex[:6]}"):
             try:
                 creds = {
-                    name: add_service(conn, name, tenant=tenant, can_create=name == "routing").token
+                    name: add_service(conn, name, tenant=tenant, can_create=name == "intake").token
                     for name in SERVICES
                 }
                 break
@@ -107,207 +105,166 @@ def demo_services(settings: HandoffSettings, home: Path) -> DemoCredentials:
                 continue
         else:
             raise ServiceExists("no free tenant for the demo's services")
-    demo = DemoCredentials(tenant, creds)
+    demo = DemoCredentials(tenant, creds, known.next_number if known else 1001)
     _save(path, demo)
     return demo
 
 
-@dataclass
-class Doc:
-    document_id: str
-    stage: int  # index into STAGES; len(STAGES) once finished
-    version: int = 1
+def credential_variable(service: str) -> str:
+    return f"HANDOFF_DEMO_{service.upper().replace('-', '_')}_CREDENTIAL"
 
 
-@dataclass
-class Pipeline:
-    """The three services' clients, and what the driver knows of each document."""
-
-    clients: dict[str, HandoffClient]
-    demo: DemoCredentials
-    home: Path
-    docs: list[Doc] = field(default_factory=list)
-    rng: random.Random = field(default_factory=lambda: random.Random(42))
-    rejected: int = 0
-
-    @classmethod
-    def open(cls, demo: DemoCredentials, settings: HandoffSettings, home: Path) -> Pipeline:
-        clients = {
-            name: HandoffClient.direct(demo.credentials[name], settings.database_url, pool_size=1)
-            for name, _, _ in STAGES
-        }
-        return cls(clients, demo, home)
-
-    def close(self) -> None:
-        _save(self.home / "demo.json", self.demo)  # where the next demo's numbers start
-        for client in self.clients.values():
-            client.close()
-
-    def create(self, *, overdue: bool = False) -> Doc:
-        while True:
-            doc = Doc(f"invoice-{self.demo.next_number}", 0)
-            self.demo.next_number += 1
-            try:
-                self.clients["routing"].create(
-                    event_id=f"{doc.document_id}-created",
-                    document_id=doc.document_id,
-                    owner="routing",
-                    status=STAGES[0][1],
-                    due_at=self._deadline(overdue),
-                    data={
-                        "customer": self.rng.choice(CUSTOMERS),
-                        "amount": round(self.rng.uniform(80, 25_000), 2),
-                        "currency": "EUR",
-                    },
-                )
-            except (AlreadyExists, ConflictingEventReuse):
-                continue  # taken by a demo that stopped before saving its next number
-            self.docs.append(doc)
-            return doc
-
-    def walkthrough(self) -> bool:
-        """``invoice-42`` with review at version 7: the README's example then works as
-        written with the demo's review credential. False if an earlier demo made it."""
-        try:
-            receipt = self.clients["routing"].create(
-                event_id="invoice-42-created",
-                document_id=WALKTHROUGH,
-                owner="routing",
-                status=STAGES[0][1],
-                data={"customer": "Acme GmbH", "amount": 4200.0, "currency": "EUR"},
-            )
-        except (AlreadyExists, ConflictingEventReuse):
-            return False
-        if receipt.replayed:  # an earlier demo created it (and moved it on)
-            return False
-        doc = Doc(WALKTHROUGH, 0)
-        self.advance(doc)
-        for note in ("amounts", "tax ids", "bank details", "purchase order", "signatures"):
-            self.progress(doc, f"checked the {note}")
-        return True
-
-    def advance(self, doc: Doc, *, overdue: bool = False) -> None:
-        owner, _, event = STAGES[doc.stage]
-        finished = doc.stage + 1 == len(STAGES)
-        nxt = None if finished else STAGES[doc.stage + 1]
-        self.clients[owner].emit(
-            event_id=f"{doc.document_id}-{event}-{doc.version}",
-            event_type=event,
-            document_id=doc.document_id,
-            next_owner=nxt[0] if nxt else None,
-            status=nxt[1] if nxt else "paid",
-            expected_version=doc.version,
-            due_at=None if finished else self._deadline(overdue),
-        )
-        doc.stage += 1
-        doc.version += 1
-
-    def progress(self, doc: Doc, note: str) -> None:
-        """Same owner, new status: an owner saying how far it got."""
-        owner, status, _ = STAGES[doc.stage]
-        self.clients[owner].emit(
-            event_id=f"{doc.document_id}-progress-{doc.version}",
-            event_type="progress",
-            document_id=doc.document_id,
-            next_owner=owner,
-            status=f"{status} ({note})",
-            expected_version=doc.version,
-        )
-        doc.version += 1
-
-    def stale_attempt(self, doc: Doc) -> None:
-        """An attempt a confused service would send, which the contract rejects: the
-        previous owner acting again, or the owner with a version from the future."""
-        if doc.stage > 0:
-            owner, status, event = STAGES[doc.stage - 1]
-            expected = doc.version - 1
-        else:
-            owner, status, event = STAGES[0]
-            expected = doc.version + 1
-        try:
-            self.clients[owner].emit(
-                event_id=f"{doc.document_id}-stale-{uuid.uuid4().hex[:6]}",
-                event_type=event,
-                document_id=doc.document_id,
-                next_owner=owner,
-                status=status,
-                expected_version=expected,
-            )
-        except ContractError:
-            self.rejected += 1
-        else:
-            raise AssertionError(f"the contract accepted a stale change of {doc.document_id}")
-
-    def _deadline(self, overdue: bool) -> datetime:
-        now = datetime.now(UTC)
-        if overdue:
-            return now - timedelta(minutes=self.rng.randint(5, 180))
-        return now + timedelta(minutes=self.rng.randint(20, 240))
+def _toml_list(items: list[str]) -> str:
+    return "[" + ", ".join(json.dumps(item) for item in items) + "]"
 
 
-def seed(pipeline: Pipeline, count: int, console: Console) -> None:
-    """Documents at every stage: 2 in 10 at routing, 3 at review, 3 at finalization,
-    2 finished; every seventh overdue where it waits; a few rejected attempts."""
-    columns = (
-        TextColumn("seeding invoices"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-    )
+def write_deployment(
+    home: Path, settings: HandoffSettings, *, sandbox_port: int, tracker_port: int
+) -> Path:
+    """The pipeline as a deployment file; credentials stay in the environment."""
+    folder = home / "demo"
+    folder.mkdir(parents=True, exist_ok=True)
+    lines = [
+        "# The sample invoice pipeline (handoff demo). Run it yourself with",
+        "#   handoff run " + str(folder / "deployment.toml"),
+        "# with HANDOFF_DEMO_<SERVICE>_CREDENTIAL set from " + str(home / "demo.json") + ".",
+        "",
+        "[env]",
+        f"HANDOFF_DATABASE_URL = {json.dumps(settings.database_url)}",
+        f"HANDOFF_KAFKA_BOOTSTRAP = {json.dumps(settings.kafka_bootstrap)}",
+        f"HANDOFF_SCHEMA_REGISTRY_URL = {json.dumps(settings.schema_registry_url)}",
+        f"HANDOFF_HOME = {json.dumps(str(home))}",
+        f'HANDOFF_SANDBOX_URL = "http://127.0.0.1:{sandbox_port}"',
+        "",
+        "[[process]]",
+        'name = "sandbox"',
+        "handoff = " + _toml_list(["sandbox-provider", "--port", str(sandbox_port),
+                                   "--data", str(folder / "sandbox"), "--latency-ms", "20"]),
+        "",
+        "[[process]]",
+        'name = "relay"',
+        'handoff = ["relay"]',
+    ]  # fmt: skip
+    for name, attr, extra in CONSUMERS:
+        lines += [
+            "",
+            "[[process]]",
+            f'name = "{name}"',
+            "handoff = " + _toml_list(["consume", f"handoff.samples.invoices:{attr}", *extra]),
+            f'env = {{ HANDOFF_CONSUMER_CREDENTIAL = "${{{credential_variable(name)}}}" }}',
+        ]
+    lines += [
+        "",
+        "[[process]]",
+        'name = "intake"',
+        'exec = ["python", "-m", "handoff.samples.intake"]',
+        f'env = {{ HANDOFF_INTAKE_CREDENTIAL = "${{{credential_variable("intake")}}}" }}',
+        "",
+        "[[process]]",
+        'name = "tracker"',
+        "handoff = " + _toml_list(["serve", "--port", str(tracker_port)]),
+        "",
+    ]
+    path = folder / "deployment.toml"
+    path.write_text("\n".join(lines))
+    return path
+
+
+def load_deployment(path: Path, demo: DemoCredentials, *, with_tracker: bool) -> Deployment:
+    import os
+    import sys
+
+    for service in SERVICES:
+        os.environ[credential_variable(service)] = demo.credentials[service]
+    found = load(path)
+    for spec in found.process:
+        if spec.exec and spec.exec[0] == "python":
+            spec.exec[0] = sys.executable  # the demo's own interpreter
+    if not with_tracker:
+        found.process = [p for p in found.process if p.name != "tracker"]
+    return found
+
+
+def seed(intake: Intake, count: int, console: Console) -> int:
+    """``count`` invoices at routing, one in seven due within two minutes."""
+    columns = (TextColumn("seeding invoices"), BarColumn(), MofNCompleteColumn(),
+               TimeElapsedColumn())  # fmt: skip
+    made = 0
     with Progress(*columns, console=console, transient=False) as bar:
         task = bar.add_task("seed", total=count)
-        for i in range(count):
-            target = (0, 0, 1, 1, 1, 2, 2, 2, 3, 3)[i % 10]
-            late = i % 7 == 0
-            doc = pipeline.create(overdue=late and target == 0)
-            while doc.stage < target:
-                if doc.stage == 1 and i % 3 == 0:
-                    pipeline.progress(doc, "checking the amounts")
-                pipeline.advance(doc, overdue=late and doc.stage + 1 == target)
-            if i % 11 == 0:
-                pipeline.stale_attempt(doc)
-            bar.advance(task)
+        while made < count:
+            if intake.create(due_soon=made % 7 == 0) is not None:
+                made += 1
+                bar.advance(task)
+    return made
 
 
-class Trickle(threading.Thread):
-    """Keeps work moving while the tracker is served: a new invoice or a step
-    forward every ``every_s`` seconds."""
+def walkthrough(
+    intake: Intake, review: HandoffClient, settings: HandoffSettings, tenant: str,
+    *, timeout_s: float = 120.0,
+) -> bool:  # fmt: skip
+    """``invoice-42`` at review, version 7, so the README's example works as written:
+    created by intake, routed by the routing consumer, then five notes by review.
+    False if an earlier demo made it."""
+    try:
+        created = intake.create(document_id=WALKTHROUGH, amount=4200.0)
+    except (AlreadyExists, ConflictingEventReuse):
+        return False
+    if created is None:
+        return False
+    deadline = time.monotonic() + timeout_s
+    with psycopg.connect(settings.database_url, autocommit=True) as conn:
+        while True:
+            row = conn.execute(
+                "SELECT owner, version FROM handoff.document_state"
+                " WHERE tenant_id = %s AND document_id = %s AND run_id = 1",
+                (tenant, WALKTHROUGH),
+            ).fetchone()
+            if row == ("review", 2):
+                break
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"routing did not route {WALKTHROUGH} within {timeout_s:.0f} s")
+            time.sleep(0.3)
+    for version, note in enumerate(WALKTHROUGH_NOTES, start=2):
+        review.emit(
+            event_id=f"{WALKTHROUGH}-progress-{version}",
+            event_type="progress",
+            document_id=WALKTHROUGH,
+            next_owner="review",
+            status=f"waiting for review (checked the {note})",
+            expected_version=version,
+        )
+    return True
 
-    def __init__(self, pipeline: Pipeline, every_s: float = 2.0) -> None:
-        super().__init__(name="demo-trickle", daemon=True)
-        self.pipeline = pipeline
-        self.every_s = every_s
-        self.stopping = threading.Event()
-        self.steps = 0
+
+def summary(settings: HandoffSettings, tenant: str) -> dict[str, Any]:
+    with psycopg.connect(settings.database_url, autocommit=True) as conn:
+        waiting: dict[str, int] = dict(
+            conn.execute(
+                "SELECT owner, count(*) FROM handoff.document_state"
+                " WHERE tenant_id = %s AND owner IS NOT NULL GROUP BY owner ORDER BY owner",
+                (tenant,),
+            ).fetchall()
+        )
+        row = conn.execute(
+            "SELECT count(*) FROM handoff.document_state WHERE tenant_id = %s AND owner IS NULL",
+            (tenant,),
+        ).fetchone()
+    return {"waiting": waiting, "finished": row[0] if row else 0}
+
+
+class Background(threading.Thread):
+    """The supervisor's loop, off the main thread (which serves the tracker)."""
+
+    def __init__(self, run: Any) -> None:
+        super().__init__(name="demo-supervisor", daemon=True)
+        self._run = run
 
     def run(self) -> None:
-        rng = self.pipeline.rng
-        while not self.stopping.wait(self.every_s):
-            try:
-                open_docs = [d for d in self.pipeline.docs if d.stage < len(STAGES)]
-                if not open_docs or rng.random() < 0.35:
-                    self.pipeline.create(overdue=rng.random() < 0.1)
-                else:
-                    # Oldest first, like a real queue, with some randomness.
-                    doc = min(
-                        rng.sample(open_docs, min(3, len(open_docs))), key=lambda d: d.version
-                    )
-                    self.pipeline.advance(doc, overdue=rng.random() < 0.1)
-                self.steps += 1
-            except Exception as exc:  # the demo keeps going; the tracker shows what happened
-                log.warning("demo step failed: %s", exc)
-
-    def stop(self) -> None:
-        self.stopping.set()
-        self.join(timeout=10)
+        self._run()
 
 
-def summary(pipeline: Pipeline) -> dict[str, Any]:
-    at = {owner: 0 for owner, _, _ in STAGES}
-    finished = 0
-    for doc in pipeline.docs:
-        if doc.stage < len(STAGES):
-            at[STAGES[doc.stage][0]] += 1
-        else:
-            finished += 1
-    return {"waiting": at, "finished": finished, "rejected": pipeline.rejected}
+def make_intake(demo: DemoCredentials, settings: HandoffSettings, home: Path,
+                sandbox_port: int) -> Intake:  # fmt: skip
+    client = HandoffClient.direct(demo.credentials["intake"], settings.database_url, pool_size=1)
+    return Intake(client, home / "demo.json", f"http://127.0.0.1:{sandbox_port}", random.Random(42))

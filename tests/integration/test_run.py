@@ -76,3 +76,32 @@ def _toml(port: int, folder: Path) -> str:
 
 def _quote(text: str) -> str:
     return '"' + text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
+
+
+def test_processes_end_when_handoff_run_is_killed(tmp_path: Path) -> None:
+    file = tmp_path / "deployment.toml"
+    file.write_text(
+        "\n".join(
+            [
+                "[[process]]",
+                'name = "talker"',
+                f'exec = [{_quote(sys.executable)}, "-c", {_quote(TALKER)}]',
+            ]
+        )
+    )
+    out = tmp_path / "out.log"
+    with out.open("wb") as sink:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "handoff.stack", "run", str(file), "--logs", str(tmp_path)],
+            stdout=sink,
+            stderr=subprocess.STDOUT,
+        )
+    try:
+        assert wait_until(lambda: "tick talker" in out.read_text(), 20), out.read_text()
+        [child] = psutil.Process(proc.pid).children()
+        proc.kill()  # SIGKILL: no chance to stop anything in order
+        proc.wait(10)
+        assert wait_until(lambda: not child.is_running(), 10)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
