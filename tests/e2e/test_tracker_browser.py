@@ -12,8 +12,9 @@ from playwright.sync_api import Page, expect
 from rich.console import Console
 
 from handoff.core.identity import Credential
-from handoff.stack.demo import SERVICES, DemoCredentials, Pipeline, seed
+from handoff.stack.demo import DemoCredentials
 from tests.fix_contract import ServiceFactory
+from tests.tracker_seed import SERVICES, Pipeline, seed
 
 
 @pytest.fixture
