@@ -408,6 +408,12 @@ def demo(
             highlight=False,
             soft_wrap=True,
         )
+        for reviewer in ("review", "senior-review"):
+            console.print(
+                f"To approve as {reviewer}: {url}/signin#{services.credentials[reviewer]}",
+                highlight=False,
+                soft_wrap=True,
+            )
         console.print(
             "Invoices keep arriving; small ones are approved and paid by the pipeline, "
             "larger ones wait for a reviewer. Stop with Ctrl-C (the stack keeps running; "

@@ -1,8 +1,10 @@
 """Who is calling: the service credential, from a bearer header or the UI's cookie.
 
-Writes accept only the header. Reads also accept the HttpOnly cookie that the
-web UI's sign-in sets, so the pages and their refreshes need no JavaScript
-access to the secret. A cookie never authorises a write (no CSRF surface).
+The API's writes accept only the header. Reads also accept the HttpOnly
+cookie that the web UI's sign-in sets, so the pages and their refreshes need
+no JavaScript access to the secret. The one write the cookie authorises is
+the owner's form on a document page, which also carries a token bound to the
+credential (tracker/ui_actions.py).
 """
 
 from __future__ import annotations

@@ -19,11 +19,17 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from fastapi.templating import Jinja2Templates
 from pydantic import TypeAdapter, ValidationError
 
-from handoff.core.errors import DocumentNotFound, HandoffError, InvalidRequest, Unauthenticated
+from handoff.core.errors import (
+    ContractError,
+    DocumentNotFound,
+    HandoffError,
+    InvalidRequest,
+    Unauthenticated,
+)
 from handoff.core.identity import Credential
 from handoff.core.models import Identifier, ServiceName
 from handoff.tracker import read_model as reads
-from handoff.tracker import timeline
+from handoff.tracker import timeline, ui_actions
 from handoff.tracker.auth import COOKIE
 from handoff.tracker.read_model import ReadModel
 from handoff.tracker.settings import TrackerSettings
@@ -93,6 +99,14 @@ async def _signed_in(request: Request, render: Page) -> Response:
         return _page(request, "error.html", {"title": "Not found", "message": str(error)}, 404)
     except InvalidRequest as error:
         return _page(request, "error.html", {"title": "Not valid", "message": str(error)}, 422)
+    except ContractError as error:  # an action the contract refused: nothing changed
+        back = request.url.path.removesuffix("/handoff")
+        return _page(
+            request,
+            "error.html",
+            {"title": f"Refused: {error.code}", "message": str(error), "back": back},
+            409,
+        )
 
 
 # Built once: a TypeAdapter is costly to make, and the pages use these on every request.
@@ -172,6 +186,7 @@ async def document(request: Request, document_id: str, run: int | None = None) -
             reads.rejections(doc_id, 50, None),
             repeatable=True,
         )
+        mine = doc.owner is not None and doc.owner == reader.service
         return _page(
             request,
             "document.html",
@@ -181,10 +196,23 @@ async def document(request: Request, document_id: str, run: int | None = None) -
                 "history": reads.history_page(doc, versions, reads.MAX_PAGE),
                 "entries": timeline.of(versions, rejected.items),
                 "now": datetime.now(doc.updated_at.tzinfo),
+                "form": ui_actions.new_form(credential, doc_id) if mine else None,
+                "acted": request.query_params.get("acted"),
             },
         )
 
     return await _signed_in(request, render)
+
+
+@router.post("/documents/{document_id}/handoff", response_class=HTMLResponse)
+async def document_handoff(request: Request, document_id: str) -> Response:
+    """The owner's decision from the document page, through the emit contract."""
+
+    async def act(credential: Credential) -> Response:
+        doc_id = _valid(_DOCUMENT_ID, document_id, "document id")
+        return await ui_actions.hand_off(request, credential, doc_id)
+
+    return await _signed_in(request, act)
 
 
 @router.get("/rejections", response_class=HTMLResponse)

@@ -106,3 +106,58 @@ def test_a_wrong_credential_is_told_so(page: Page, api_url: str) -> None:
     page.fill("input[name=credential]", "hsvc_0000.nope")
     page.click("#signin button[type=submit]")
     expect(page.locator("[role=alert]")).to_contain_text("malformed service credential")
+
+
+def _waiting_at_review(pipeline: Pipeline) -> str:
+    # The seed's pattern: i % 10 in (2, 3, 4) ends at review; i = 2 is invoice-1003.
+    return "invoice-1003"
+
+
+def test_the_owner_hands_a_document_on_from_its_page(
+    page: Page, api_url: str, pipeline: Pipeline
+) -> None:
+    doc = _waiting_at_review(pipeline)
+    sign_in(page, api_url, pipeline.demo.credentials["viewer"])
+    page.goto(f"{api_url}/documents/{doc}")
+    expect(page.locator("#where")).to_contain_text("assigned to review")
+    expect(page.locator("#handoff")).to_have_count(0)  # the viewer does not own it
+    page.click("form.who button")  # sign out
+
+    sign_in(page, api_url, pipeline.demo.credentials["review"])
+    page.goto(f"{api_url}/documents/{doc}")
+    stale = page.context.new_page()  # the same form, opened in a second tab
+    stale.goto(f"{api_url}/documents/{doc}")
+    page.fill("#handoff input[name=next_owner]", "finalization")
+    page.fill("#handoff input[name=status]", "waiting for payment")
+    page.click("#handoff button[type=submit]")
+    expect(page.locator("#acted")).to_contain_text("Accepted: version")
+    expect(page.locator("#where")).to_contain_text("Waiting for payment, assigned to finalization")
+    expect(page.locator("#timeline li.accepted").last).to_contain_text(
+        "review handed it to finalization"
+    )
+    expect(page.locator("#handoff")).to_have_count(0)  # review no longer owns it
+
+    # The second tab acts on a version that is gone: refused, nothing changes.
+    stale.fill("#handoff input[name=next_owner]", "routing")
+    stale.fill("#handoff input[name=status]", "sent back")
+    stale.click("#handoff button[type=submit]")
+    expect(stale.locator("h1")).to_contain_text("Refused")
+    stale.click("text=Back to the document")
+    expect(stale.locator("#where")).to_contain_text("assigned to finalization")
+
+
+def test_a_handoff_form_is_bound_to_its_credential(
+    page: Page, api_url: str, pipeline: Pipeline
+) -> None:
+    doc = _waiting_at_review(pipeline)
+    sign_in(page, api_url, pipeline.demo.credentials["review"])
+    page.goto(f"{api_url}/documents/{doc}")
+    version = page.locator("#handoff input[name=expected_version]").input_value()
+    answer = page.request.post(
+        f"{api_url}/documents/{doc}/handoff",
+        form={"event_id": "ui-forged", "token": "0" * 64, "expected_version": version,
+              "event_type": "approved", "next_owner": "finalization", "status": "forged"},
+    )  # fmt: skip
+    assert answer.status == 409 and "NotPermitted" in answer.text()
+    page.reload()
+    expect(page.locator("#where")).to_contain_text("assigned to review")

@@ -1,0 +1,87 @@
+"""Acting from the tracker: the owner of a document hands it on from its page.
+
+A signed-in service that owns a document sees a form on the document's page
+(event, next owner or none to finish, status); submitting it is one call of
+the emit contract as that service, recorded in the document's history like
+any other handoff, with the service as its sender. The contract decides:
+a stale page (someone acted meanwhile) answers with the current version, and
+nothing is changed.
+
+Writes from the browser ride on the sign-in cookie, so each form carries a
+token bound to the credential, the document and the form's event id (an
+HMAC keyed by the credential's secret, which no other site can compute),
+and the cookie is SameSite=Strict. The event id is minted when the page is
+rendered: submitting the same form twice answers the same receipt.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import urllib.parse
+import uuid
+from typing import Any
+
+from fastapi import Request
+from fastapi.responses import RedirectResponse, Response
+from psycopg_pool import AsyncConnectionPool
+from pydantic import ValidationError
+
+from handoff.core.emitter import emit_http
+from handoff.core.errors import InvalidRequest, NotPermitted, TransientConflict
+from handoff.core.identity import Credential
+from handoff.core.models import HandoffRequest, Receipt
+from handoff.core.retry import CONFLICTS
+
+
+def form_token(credential: Credential, document_id: str, event_id: str) -> str:
+    message = f"{document_id}\x1f{event_id}".encode()
+    return hmac.new(credential.secret.encode(), message, hashlib.sha256).hexdigest()
+
+
+def new_form(credential: Credential, document_id: str) -> dict[str, str]:
+    """The hidden fields of a fresh handoff form."""
+    event_id = f"ui-{uuid.uuid4()}"
+    return {"event_id": event_id, "token": form_token(credential, document_id, event_id)}
+
+
+def _field(form: dict[str, list[str]], name: str) -> str:
+    return (form.get(name) or [""])[0].strip()
+
+
+async def hand_off(request: Request, credential: Credential, document_id: str) -> Response:
+    """Check the form, emit as the signed-in service, go back to the document."""
+    form = urllib.parse.parse_qs((await request.body()).decode(errors="replace"))
+    event_id = _field(form, "event_id")
+    expected = hmac.new(b"", b"", hashlib.sha256).hexdigest()  # same length, never equal
+    if event_id:
+        expected = form_token(credential, document_id, event_id)
+    if not hmac.compare_digest(expected, _field(form, "token")):
+        raise NotPermitted("this form was not issued to you for this document; reload the page")
+    version = _field(form, "expected_version")
+    if not version.isdigit():
+        raise InvalidRequest("expected version missing from the form; reload the page")
+    next_owner = _field(form, "next_owner") or None
+    run = _field(form, "run_id")
+    try:
+        body = HandoffRequest(
+            run_id=int(run) if run.isdigit() else None,
+            event_id=event_id,
+            event_type=_field(form, "event_type"),
+            document_id=document_id,
+            next_owner=next_owner,
+            status=_field(form, "status"),
+            expected_version=int(version),
+        )
+    except ValidationError as exc:
+        problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
+        raise InvalidRequest(problems) from exc
+    pool: AsyncConnectionPool[Any] = request.app.state.pool
+
+    async def once() -> Receipt:
+        async with pool.connection() as conn:
+            return await emit_http(conn, credential, body)
+
+    receipt = await CONFLICTS.run_async(once, retry_on=(TransientConflict,))
+    target = f"/documents/{urllib.parse.quote(document_id, safe='')}?acted={receipt.version}"
+    return RedirectResponse(target + "#timeline", status_code=303)
