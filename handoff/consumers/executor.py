@@ -42,6 +42,7 @@ from handoff.consumers import metrics
 from handoff.consumers.app import Consumer, Effect, Outcome
 from handoff.consumers.providers import Answer
 from handoff.consumers.settings import EffectSettings
+from handoff.core.db import raise_if_lost
 from handoff.core.effects_sql import CLAIM, RECORD, SUBMITTING
 from handoff.core.errors import (
     DatabaseUnavailable,
@@ -324,8 +325,7 @@ class Executor:
         try:
             return transact(self.conn, work)
         except psycopg.Error as exc:
-            if self.conn.broken or self.conn.closed:
-                raise DatabaseUnavailable(f"the database session broke: {exc}") from exc
+            raise_if_lost(self.conn, exc)
             raise
 
     def _count(self, c: Claimed, result: str) -> None:

@@ -26,6 +26,7 @@ from handoff.consumers.decoding import Decoder
 from handoff.consumers.event import Event, Position
 from handoff.consumers.failures import Category, HeldBack, classify, describe
 from handoff.consumers.settings import ConsumerSettings
+from handoff.core.db import raise_if_lost
 from handoff.core.errors import DatabaseUnavailable, MalformedEvent
 from handoff.core.guards_sql import BEGIN, DUE, HOLD, TAKE
 from handoff.core.tx import HandoffTx, transact
@@ -191,10 +192,7 @@ class Processor:
             metrics.UNIT_SECONDS.labels(self.app.name).observe(time.perf_counter() - started)
 
     def _raise_if_lost(self, exc: BaseException) -> None:
-        """A broken session is the database's failure, not the event's: the runtime
-        reconnects and takes the batch again."""
-        if self.conn.broken or self.conn.closed:
-            raise DatabaseUnavailable(f"the database session broke: {exc}") from exc
+        raise_if_lost(self.conn, exc)  # the runtime reconnects and takes the batch again
 
     def run_batch(self, items: list[Item]) -> None:
         """All of ``items`` in one unit; on any failure, each alone."""

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
 import psycopg
 from psycopg import errors as pg
@@ -38,6 +39,13 @@ OWN_MESSAGES = frozenset({"22H00", "22023", "22H01", "22H02"})
 def _primary(exc: psycopg.Error) -> str:
     text = exc.diag.message_primary or str(exc).strip().split("\n", 1)[0]
     return text.strip() or type(exc).__name__
+
+
+def raise_if_lost(conn: psycopg.Connection[Any], exc: BaseException) -> None:
+    """A broken session is the database's failure, not the work's: raise it as such,
+    so the caller reconnects and takes the work again."""
+    if conn.broken or conn.closed:
+        raise DatabaseUnavailable(f"the database session broke: {exc}") from exc
 
 
 @contextmanager

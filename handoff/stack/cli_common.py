@@ -33,3 +33,15 @@ def _confirm(question: str, yes: bool) -> None:
         raise typer.Exit(2)
     if not typer.confirm(question):
         raise typer.Exit(1)
+
+
+def print_rows(title: str, columns: tuple[str, ...], rows: list[list[str]]) -> None:
+    """A table of rows on stdout; piped output is not cut to the terminal's width."""
+    from rich.table import Table
+
+    table = Table(title=title)
+    for column in columns:
+        table.add_column(column)
+    for row in rows:
+        table.add_row(*row)
+    Console(width=None if sys.stdout.isatty() else 240).print(table)

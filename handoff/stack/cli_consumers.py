@@ -10,12 +10,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.console import Console
-from rich.table import Table
 
 from handoff.core.errors import ConfigurationError
 from handoff.core.settings import load_settings
-from handoff.stack.cli_common import YesOpt, _admin, _confirm, console
+from handoff.stack.cli_common import YesOpt, _admin, _confirm, console, print_rows
 
 if TYPE_CHECKING:
     from handoff.consumers.app import Consumer
@@ -152,37 +150,18 @@ def quarantine_list(
             status=None if status == "all" else status,
             limit=limit,
         )
-    table = Table(title=f"quarantine ({status})")
-    for column in (
-        "id",
-        "tenant",
-        "consumer",
-        "document",
-        "v",
-        "type",
-        "category",
-        "tries",
-        "status",
-        "last failure",
-        "error",
-    ):
-        table.add_column(column)
-    for r in rows:
-        table.add_row(
-            str(r["id"]),
-            r["tenant_id"],
-            r["consumer"],
-            r["document_id"] or "-",
-            str(r["version"] or "-"),
-            r["event_type"] or "-",
-            r["category"],
-            str(r["attempts"]),
-            r["status"],
-            when(r["last_failed_at"]),
-            r["error"],
-        )
-    # Rows to stdout; piped output is not cut to 80 columns.
-    Console(width=None if sys.stdout.isatty() else 240).print(table)
+    columns = ("id", "tenant", "consumer", "document", "v", "type", "category", "tries",
+               "status", "last failure", "error")  # fmt: skip
+    print_rows(
+        f"quarantine ({status})",
+        columns,
+        [
+            [str(r["id"]), r["tenant_id"], r["consumer"], r["document_id"] or "-",
+             str(r["version"] or "-"), r["event_type"] or "-", r["category"],
+             str(r["attempts"]), r["status"], when(r["last_failed_at"]), r["error"]]
+            for r in rows
+        ],
+    )  # fmt: skip
     if not rows:
         console.print("nothing quarantined" + ("" if status == "all" else f" with status {status}"))
 

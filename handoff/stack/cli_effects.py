@@ -15,7 +15,7 @@ from rich.console import Console
 from rich.table import Table
 
 from handoff.core.settings import default_home, load_settings
-from handoff.stack.cli_common import YesOpt, _admin, _confirm, console
+from handoff.stack.cli_common import YesOpt, _admin, _confirm, console, print_rows
 from handoff.stack.cli_consumers import load_app, when
 
 effects_app = typer.Typer(
@@ -58,38 +58,19 @@ def effects_list(
             unresolved=unresolved,
             limit=limit,
         )
-    table = Table(title="effect intents" + (" (unresolved)" if unresolved else ""))
-    for column in (
-        "id",
-        "tenant",
-        "consumer",
-        "effect",
-        "document",
-        "state",
-        "reconciliation",
-        "tries",
-        "owner",
-        "provider ref",
-        "updated",
-        "error",
-    ):
-        table.add_column(column)
-    for r in rows:
-        table.add_row(
-            str(r["id"]),
-            r["tenant_id"],
-            r["consumer"],
-            r["effect"],
-            f"{r['document_id']} run {r['run_id']}",
-            r["state"],
-            r["reconciliation"],
-            str(r["attempts"]),
-            r["owner"],
-            r["provider_ref"] or "-",
-            when(r["updated_at"]),
-            r["error"] or "",
-        )
-    Console(width=None if sys.stdout.isatty() else 240).print(table)
+    columns = ("id", "tenant", "consumer", "effect", "document", "state", "reconciliation",
+               "tries", "owner", "provider ref", "updated", "error")  # fmt: skip
+    print_rows(
+        "effect intents" + (" (unresolved)" if unresolved else ""),
+        columns,
+        [
+            [str(r["id"]), r["tenant_id"], r["consumer"], r["effect"],
+             f"{r['document_id']} run {r['run_id']}", r["state"], r["reconciliation"],
+             str(r["attempts"]), r["owner"], r["provider_ref"] or "-", when(r["updated_at"]),
+             r["error"] or ""]
+            for r in rows
+        ],
+    )  # fmt: skip
     if not rows:
         console.print("no unresolved intents" if unresolved else "no intents")
 
