@@ -17,6 +17,7 @@ from handoff.core.micros import from_micros, to_micros
 
 # Before every real timestamp: the key of "no cursor yet".
 START_AT = datetime(1, 1, 1, tzinfo=UTC)
+END_AT = datetime(9999, 12, 31, tzinfo=UTC)
 
 
 def _encode(parts: list[object]) -> str:
@@ -63,3 +64,22 @@ def parse_number_key(text: str | None, start: int) -> int:
     if len(parts) != 1 or not isinstance(parts[0], int) or not 0 <= parts[0] < 2**62:
         raise InvalidRequest(f"after: {text[:40]!r} is not a cursor of this listing")
     return parts[0]
+
+
+def parse_time_key_desc(text: str | None) -> tuple[datetime, str]:
+    """``parse_time_key`` for newest-first listings: no cursor starts after the end of time."""
+    return (END_AT, "") if text is None else parse_time_key(text)
+
+
+def id_key(document_id: str, run_id: int) -> str:
+    """Cursor after (document id, run): listings in id order."""
+    return _encode([document_id, run_id])
+
+
+def parse_id_key(text: str | None) -> tuple[str, int]:
+    if text is None:
+        return "", 0
+    parts = _decode(text)
+    if len(parts) != 2 or not isinstance(parts[0], str) or not isinstance(parts[1], int):
+        raise InvalidRequest(f"after: {text[:40]!r} is not a cursor of this listing")
+    return parts[0], parts[1]

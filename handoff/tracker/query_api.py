@@ -19,6 +19,7 @@ from handoff.tracker import read_model as reads
 from handoff.tracker.auth import Reader
 from handoff.tracker.read_model import MAX_PAGE, ReadModel
 from handoff.tracker.views import (
+    CompletedPage,
     DocumentView,
     HistoryPage,
     OwnerPage,
@@ -154,3 +155,28 @@ async def rejections(
 ) -> RejectionPage:
     async with _timed("rejections"):
         return await _model(request).one(caller, reads.rejections(document_id, limit, after))
+
+
+@router.get(
+    "/completed",
+    response_model=CompletedPage,
+    responses=RESPONSES,
+    summary="Finished documents: newest completion first, or by id prefix in id order",
+)
+async def completed(
+    request: Request,
+    caller: Reader,
+    id_prefix: Annotated[
+        str | None,
+        Query(
+            alias="idPrefix",
+            min_length=1,
+            max_length=200,
+            description="Only documents whose id starts with this (then in id order)",
+        ),
+    ] = None,
+    limit: Limit = 50,
+    after: After = None,
+) -> CompletedPage:
+    async with _timed("completed"):
+        return await _model(request).one(caller, reads.completed(limit, after, id_prefix))

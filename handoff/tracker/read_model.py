@@ -25,6 +25,8 @@ from handoff.core.identity import Credential
 from handoff.tracker import cursors
 from handoff.tracker import read_sql as q
 from handoff.tracker.views import (
+    CompletedDocument,
+    CompletedPage,
     DocumentView,
     HistoryEntry,
     HistoryPage,
@@ -206,3 +208,45 @@ def rejections(
 
     sql = q.REJECTIONS if document_id is None else q.DOCUMENT_REJECTIONS
     return Query(sql, params, answer)
+
+
+# Above every character an id may hold (names.py forbids U+EFFFE..U+10FFFF):
+# prefix + this bounds, in byte order, every id that starts with the prefix.
+_PREFIX_END = "\U0010ffff"
+
+
+def completed(
+    limit: int = 50, after: str | None = None, id_prefix: str | None = None
+) -> Query[CompletedPage]:
+    """Finished documents: newest completion first, or those whose id starts with a prefix."""
+    _check_limit(limit)
+    if id_prefix:
+
+        def by_id(rows: Rows) -> CompletedPage:
+            items = [CompletedDocument.model_validate(r) for r in rows]
+            last = items[-1] if len(items) == limit else None
+            return CompletedPage(
+                items=items, next=cursors.id_key(last.document_id, last.run_id) if last else None
+            )
+
+        after_id, after_run = cursors.parse_id_key(after)
+        params = {
+            "low": id_prefix,
+            "high": id_prefix + _PREFIX_END,
+            "after_id": after_id,
+            "after_run": after_run,
+            "limit": limit,
+        }
+        return Query(q.COMPLETED_BY_PREFIX, params, by_id)
+
+    def newest(rows: Rows) -> CompletedPage:
+        items = [CompletedDocument.model_validate(r) for r in rows]
+        last = items[-1] if len(items) == limit else None
+        return CompletedPage(
+            items=items,
+            next=cursors.time_key(last.completed_at, last.document_id) if last else None,
+        )
+
+    before_at, before_id = cursors.parse_time_key_desc(after)
+    params = {"before_at": before_at, "before_id": before_id, "limit": limit}
+    return Query(q.COMPLETED, params, newest)

@@ -101,6 +101,28 @@ SELECT now() AS as_of, c.owner, c.assigned, c.overdue, c.oldest_assigned_at
  ORDER BY c.owner
 """
 
+# Finished documents, newest completion first: document_state_completed.
+COMPLETED = f"""
+SELECT document_id, run_id, status, version, created_at, completed_at
+  FROM handoff.document_state
+ WHERE tenant_id = {_TENANT} AND owner IS NULL
+   AND (completed_at, document_id) < (%(before_at)s, %(before_id)s)
+ ORDER BY completed_at DESC, document_id DESC
+ LIMIT %(limit)s
+"""
+
+# Finished documents whose id starts with a prefix, in id order: a range on
+# document_state_completed_by_id (byte order, so a prefix is a range).
+COMPLETED_BY_PREFIX = f"""
+SELECT document_id, run_id, status, version, created_at, completed_at
+  FROM handoff.document_state
+ WHERE tenant_id = {_TENANT} AND owner IS NULL
+   AND document_id COLLATE "C" >= %(low)s AND document_id COLLATE "C" < %(high)s
+   AND (document_id COLLATE "C", run_id) > (%(after_id)s, %(after_run)s)
+ ORDER BY document_id COLLATE "C", run_id
+ LIMIT %(limit)s
+"""
+
 _REJECTION_COLUMNS = """id, document_id, run_id, event_id, event_type, sender, code, message,
        expected_version, current_version, current_owner, requested_owner, status, rejected_at"""
 

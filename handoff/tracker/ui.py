@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import urllib.parse
 from collections.abc import Awaitable, Callable
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -225,6 +225,32 @@ async def rejections(request: Request, after: str | None = None) -> Response:
             request,
             "rejections.html",
             {"reader": reader, "page": page, "first_page": after is None},
+        )
+
+    return await _signed_in(request, render)
+
+
+@router.get("/completed", response_class=HTMLResponse)
+async def completed(
+    request: Request,
+    after: str | None = None,
+    id_prefix: Annotated[str, Query(alias="idPrefix")] = "",
+) -> Response:
+    """Finished work, newest first, or found by the start of its id."""
+
+    async def render(credential: Credential) -> Response:
+        prefix = id_prefix.strip()[:200] or None
+        reader, (page,) = await _model(request).read(credential, reads.completed(50, after, prefix))
+        return _page(
+            request,
+            "completed.html",
+            {
+                "reader": reader,
+                "page": page,
+                "prefix": prefix or "",
+                "first_page": after is None,
+                "now": datetime.now(UTC),
+            },
         )
 
     return await _signed_in(request, render)

@@ -111,3 +111,19 @@ class RejectionView(_View):
 class RejectionPage(_View):
     items: list[RejectionView]
     next: str | None = Field(description="pass as `after` for the next page; null at the end")
+
+
+class CompletedDocument(_View):
+    """A finished document (run), as listed in completed work."""
+
+    document_id: str
+    run_id: int
+    status: str
+    version: int
+    created_at: datetime
+    completed_at: datetime
+
+
+class CompletedPage(_View):
+    items: list[CompletedDocument]
+    next: str | None = Field(description="pass as `after` for the next page; null at the end")

@@ -161,3 +161,23 @@ def test_a_handoff_form_is_bound_to_its_credential(
     assert answer.status == 409 and "NotPermitted" in answer.text()
     page.reload()
     expect(page.locator("#where")).to_contain_text("assigned to review")
+
+
+def test_completed_work_newest_first_and_by_id_prefix(
+    page: Page, api_url: str, pipeline: Pipeline
+) -> None:
+    sign_in(page, api_url, pipeline.demo.credentials["viewer"])
+    page.click("nav.links >> text=Completed")
+    expect(page.locator("h1")).to_have_text("Completed work")
+    # The seed finishes i % 10 in (8, 9): invoice-1009, 1010, 1019, 1020; newest first.
+    rows = page.locator("#completed tbody tr")
+    expect(rows).to_have_count(4)
+    expect(rows.first.locator("a")).to_have_text("invoice-1020")
+    expect(rows.first).to_contain_text("paid")
+    page.fill("#find-completed input[name=idPrefix]", "invoice-101")
+    page.press("#find-completed input[name=idPrefix]", "Enter")
+    expect(rows).to_have_count(2)
+    expect(rows.nth(0).locator("a")).to_have_text("invoice-1010")
+    expect(rows.nth(1).locator("a")).to_have_text("invoice-1019")
+    rows.nth(0).locator("a").click()
+    expect(page.locator("#where")).to_contain_text("Finished: paid")
