@@ -231,6 +231,8 @@ def bench_tracker(sizes: list[int], runs: int) -> str:
             cell(r.overdue_page),
             cell(r.detail),
             cell(r.counts),
+            cell(r.completed),
+            cell(r.completed_prefix),
             cell(r.group_by),
             f"{r.load_s:.1f}",
         ]
@@ -244,6 +246,8 @@ def bench_tracker(sizes: list[int], runs: int) -> str:
             f"{largest.overdue_page.p50_ms / smallest.overdue_page.p50_ms:.2f}x",
             f"{largest.detail.p50_ms / smallest.detail.p50_ms:.2f}x",
             f"{largest.counts.p50_ms / smallest.counts.p50_ms:.2f}x",
+            f"{largest.completed.p50_ms / smallest.completed.p50_ms:.2f}x",
+            f"{largest.completed_prefix.p50_ms / smallest.completed_prefix.p50_ms:.2f}x",
             f"{largest.group_by.p50_ms / smallest.group_by.p50_ms:.2f}x",
             "",
         ]
@@ -255,14 +259,24 @@ def bench_tracker(sizes: list[int], runs: int) -> str:
             "overdue p50/p99 ms",
             "detail p50/p99 ms",
             "counts p50/p99 ms",
+            "completed p50/p99 ms",
+            "completed by id prefix p50/p99 ms",
             "GROUP BY baseline p50/p99 ms",
             "load s",
         ],
         rows,
     )
-    kinds = ("owner_page", "overdue_page", "detail", "counts")
+    kinds = ("owner_page", "overdue_page", "detail", "counts", "completed", "completed_prefix")
     http = markdown_table(
-        ["active documents", "owner page", "overdue", "detail", "counts"],
+        [
+            "active documents",
+            "owner page",
+            "overdue",
+            "detail",
+            "counts",
+            "completed",
+            "completed by prefix",
+        ],
         [
             [
                 f"{r.documents:,}",

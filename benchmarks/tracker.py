@@ -54,6 +54,18 @@ SELECT %(tenant)s, 'doc-' || g, 1,
           FROM generate_series(%(first)s::int, %(last)s::int) AS g) AS s
 """
 
+# Finished work beside the active documents: half as many, completed over the
+# last 30 days (owner NULL, so no waiting-work index or counter holds them).
+LOAD_DONE = """
+INSERT INTO handoff.document_state (tenant_id, document_id, run_id, owner, status, version,
+                                    assigned_at, due_at, created_at, updated_at, completed_at,
+                                    data)
+SELECT %(tenant)s, 'done-' || g, 1, NULL, 'paid', 4, NULL, NULL, at - interval '2 days', at, at,
+       jsonb_build_object('amount', g %% 997)
+  FROM (SELECT g, now() - random() * interval '30 days' AS at
+          FROM generate_series(%(first)s::int, %(last)s::int) AS g) AS s
+"""
+
 COUNTS = """
 INSERT INTO handoff.owner_counts (tenant_id, owner, shard, assigned)
 SELECT tenant_id, owner, 0, count(*) FROM handoff.document_state
@@ -93,6 +105,8 @@ class SizeResult:
     overdue_page: Timing
     detail: Timing
     counts: Timing
+    completed: Timing
+    completed_prefix: Timing
     group_by: Timing
     http: dict[str, Timing] = field(default_factory=dict)
 
@@ -102,14 +116,30 @@ def _timing(samples: list[float]) -> Timing:
     return Timing(percentile(ordered, 50) * 1000, percentile(ordered, 99) * 1000, len(ordered))
 
 
+def _bulk(conn: psycopg.Connection[Any], statement: str, params: dict[str, Any]) -> None:
+    """One bulk INSERT, again when it deadlocks with the running tracker's minute fold
+    of the deadline counters (both write owner_due_counts; the statement rolled back)."""
+    for attempt in range(1, 6):
+        try:
+            conn.execute(statement, params)  # type: ignore[arg-type]
+            return
+        except psycopg.errors.DeadlockDetected:
+            if attempt == 5:
+                raise
+            time.sleep(0.5 * attempt)
+
+
 def load(settings: HandoffSettings, tenant: str, documents: int, progress: Any) -> Credential:
     with psycopg.connect(settings.database_url, autocommit=True) as conn:
         viewer = add_service(conn, "viewer", tenant=tenant)
         step = 100_000
         for first in range(1, documents + 1, step):
             last = min(documents, first + step - 1)
-            conn.execute(LOAD, {"tenant": tenant, "first": first, "last": last, "owners": OWNERS})
+            _bulk(conn, LOAD, {"tenant": tenant, "first": first, "last": last, "owners": OWNERS})
             progress(last)
+        for first in range(1, documents // 2 + 1, step):
+            last = min(documents // 2, first + step - 1)
+            _bulk(conn, LOAD_DONE, {"tenant": tenant, "first": first, "last": last})
         conn.execute(COUNTS, {"tenant": tenant})
         conn.execute(FOLD)
         conn.execute(ANALYZE)
@@ -151,6 +181,10 @@ class Picks:
     def document(self) -> str:
         return f"doc-{self.rng.randint(1, self.documents)}"
 
+    def done_prefix(self) -> str:
+        """The start of a finished document's id: 'done-' and its first three digits."""
+        return f"done-{self.rng.randint(1, max(self.documents // 2, 1))}"[:8]
+
 
 async def _measure(
     settings: HandoffSettings, tenant: str, viewer: Credential, documents: int, runs: int
@@ -169,6 +203,10 @@ async def _measure(
             ),
             "detail": await _time(lambda: model.one(viewer, reads.document(pick.document())), runs),
             "counts": await _time(lambda: model.one(viewer, reads.owners()), runs),
+            "completed": await _time(lambda: model.one(viewer, reads.completed(50)), runs),
+            "completed_prefix": await _time(
+                lambda: model.one(viewer, reads.completed(50, None, pick.done_prefix())), runs
+            ),
         }
         scans = max(10, min(runs, 2_000_000 // documents))
 
@@ -215,6 +253,8 @@ def _http(url: str, viewer: Credential, documents: int, runs: int) -> dict[str, 
         "overdue_page": lambda: f"/v1/owners/{pick.owner()}/overdue",
         "detail": lambda: f"/v1/documents/{pick.document()}",
         "counts": lambda: "/v1/owners",
+        "completed": lambda: "/v1/completed",
+        "completed_prefix": lambda: f"/v1/completed?idPrefix={pick.done_prefix()}",
     }
     result = {}
     with httpx.Client(

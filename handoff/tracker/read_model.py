@@ -229,9 +229,10 @@ def completed(
                 items=items, next=cursors.id_key(last.document_id, last.run_id) if last else None
             )
 
-        after_id, after_run = cursors.parse_id_key(after)
+        # Runs start at 1, so (prefix, 0) is just before the first id with the
+        # prefix; Python orders str by code point, as "C" orders UTF-8 bytes.
+        after_id, after_run = max(cursors.parse_id_key(after), (id_prefix, 0))
         params = {
-            "low": id_prefix,
             "high": id_prefix + _PREFIX_END,
             "after_id": after_id,
             "after_run": after_run,
