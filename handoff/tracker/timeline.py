@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from handoff.tracker.views import HistoryEntry, RejectionView
 
@@ -44,3 +44,31 @@ def of(versions: list[HistoryEntry], rejections: list[RejectionView]) -> list[En
     entries = [_accepted(h) for h in versions]
     entries += [_rejected(r) for r in rejections]
     return sorted(entries, key=lambda e: e.at)
+
+
+@dataclass(frozen=True)
+class Stage:
+    """A stretch of time with one owner: from the handoff to it until the next one."""
+
+    owner: str
+    entered: datetime
+    left: datetime | None  # None: it is still there
+
+    def took(self, now: datetime) -> timedelta:
+        return (self.left or now) - self.entered
+
+
+def stages(versions: list[HistoryEntry]) -> list[Stage]:
+    """The owners a run passed through, in order, with when each had it."""
+    found: list[Stage] = []
+    holder: str | None = None
+    since: datetime | None = None
+    for h in versions:
+        if h.owner_after == holder:
+            continue  # progress: the same owner goes on
+        if holder is not None and since is not None:
+            found.append(Stage(holder, since, h.accepted_at))
+        holder, since = h.owner_after, h.accepted_at
+    if holder is not None and since is not None:
+        found.append(Stage(holder, since, None))
+    return found

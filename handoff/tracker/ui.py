@@ -54,7 +54,15 @@ def age(delta: timedelta) -> str:
     return f"{days} d {hours} h"
 
 
+def due(at: datetime | None, now: datetime) -> str:
+    """A deadline as people say it: 'due in 1 h 14 min', 'overdue by 3 h 02 min'."""
+    if at is None:
+        return "no deadline"
+    return f"overdue by {age(now - at)}" if at < now else f"due in {age(at - now)}"
+
+
 templates.env.filters["age"] = age
+templates.env.globals["due"] = due
 templates.env.filters["hhmm"] = lambda at: at.strftime("%H:%M") if at else ""
 templates.env.filters["stamp"] = lambda at: at.strftime("%Y-%m-%d %H:%M:%S UTC") if at else ""
 templates.env.filters["iso"] = lambda at: at.isoformat() if at else ""
@@ -153,8 +161,8 @@ async def owner(
     async def render(credential: Credential) -> Response:
         name = _valid(_OWNER, owner, "owner")
         listing = reads.owner_overdue if view == "overdue" else reads.owner_documents
-        reader, (page, snapshot) = await _model(request).read(
-            credential, listing(name, 50, after), reads.owners()
+        reader, (page, snapshot, ages) = await _model(request).read(
+            credential, listing(name, 50, after), reads.owners(), reads.owner_ages(name)
         )
         counts = next((c for c in snapshot.owners if c.owner == name), None)
         return _page(
@@ -166,6 +174,7 @@ async def owner(
                 "view": "overdue" if view == "overdue" else "all",
                 "page": page,
                 "counts": counts,
+                "ages": ages,
                 "now": snapshot.as_of,
                 "first_page": after is None,
             },
@@ -195,6 +204,7 @@ async def document(request: Request, document_id: str, run: int | None = None) -
                 "doc": doc,
                 "history": reads.history_page(doc, versions, reads.MAX_PAGE),
                 "entries": timeline.of(versions, rejected.items),
+                "stages": timeline.stages(versions),
                 "now": datetime.now(doc.updated_at.tzinfo),
                 "form": ui_actions.new_form(credential, doc_id) if mine else None,
                 "acted": request.query_params.get("acted"),

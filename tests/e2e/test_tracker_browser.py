@@ -54,6 +54,9 @@ def test_overview_owner_document_and_search(page: Page, api_url: str, pipeline: 
     rows = page.locator("table.docs tbody tr")
     expect(rows).to_have_count(6)
     expect(page.locator("table.docs tbody tr.overdue")).to_have_count(1)
+    expect(page.locator("table.docs tbody tr.overdue [data-due]")).to_contain_text("overdue by")
+    expect(page.locator("#ages")).to_contain_text("median")
+    expect(page.locator("#ages")).to_contain_text("p90")
 
     first = rows.first.locator("a").inner_text()
     rows.first.locator("a").click()
@@ -63,6 +66,10 @@ def test_overview_owner_document_and_search(page: Page, api_url: str, pipeline: 
     expect(timeline).to_have_count(2)
     expect(timeline.nth(0)).to_contain_text("routing created it")
     expect(timeline.nth(1)).to_contain_text("routing handed it to review")
+    stages = page.locator("#stages tbody tr")
+    expect(stages).to_have_count(2)
+    expect(stages.nth(0)).to_contain_text("routing")
+    expect(stages.nth(1)).to_contain_text("still there")
 
     # Search: a finished one, then one that does not exist.
     page.fill("input[name=documentId]", "invoice-1009")

@@ -123,3 +123,42 @@ def test_timeline_interleaves_versions_and_rejections_in_time_order() -> None:
         "review finished it",
     ]
     assert [e.accepted for e in entries] == [True, True, False, True, True]
+
+
+def test_time_in_stage_follows_the_owners_and_skips_progress() -> None:
+    from datetime import UTC, datetime, timedelta
+
+    from handoff.tracker.timeline import stages
+    from handoff.tracker.views import HistoryEntry
+
+    t0 = datetime(2026, 11, 30, 9, 0, tzinfo=UTC)
+
+    def v(n: int, before: str | None, after: str | None, minutes: int) -> HistoryEntry:
+        return HistoryEntry(
+            version=n, event_id=f"e{n}", event_type="x", sender=before or "routing",
+            owner_before=before, owner_after=after, status="s",
+            accepted_at=t0 + timedelta(minutes=minutes), assigned_at=None, due_at=None,
+            data={}, correlation_id=None, causation_id=None,
+        )  # fmt: skip
+
+    found = stages([v(1, None, "routing", 0), v(2, "routing", "review", 5),
+                    v(3, "review", "review", 30), v(4, "review", "finalization", 65)])  # fmt: skip
+    assert [(s.owner, s.took(t0 + timedelta(minutes=90))) for s in found] == [
+        ("routing", timedelta(minutes=5)),
+        ("review", timedelta(minutes=60)),
+        ("finalization", timedelta(minutes=25)),
+    ]
+    assert found[-1].left is None
+    finished = stages([v(1, None, "a", 0), v(2, "a", None, 10)])
+    assert [(s.owner, s.left) for s in finished] == [("a", t0 + timedelta(minutes=10))]
+
+
+def test_deadlines_are_said_as_people_say_them() -> None:
+    from datetime import UTC, datetime, timedelta
+
+    from handoff.tracker.ui import due
+
+    now = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
+    assert due(now + timedelta(hours=1, minutes=14), now) == "due in 1 h 14 min"
+    assert due(now - timedelta(hours=3, minutes=2), now) == "overdue by 3 h 02 min"
+    assert due(None, now) == "no deadline"

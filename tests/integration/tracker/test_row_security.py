@@ -18,6 +18,7 @@ TABLES = (
     "document_history",
     "owner_counts",
     "owner_due_counts",
+    "owner_assigned_counts",
     "rejections",
 )
 
