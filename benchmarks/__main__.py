@@ -233,7 +233,6 @@ def bench_tracker(sizes: list[int], runs: int) -> str:
             cell(r.counts),
             cell(r.completed),
             cell(r.completed_prefix),
-            cell(r.owner_ages),
             cell(r.group_by),
             f"{r.load_s:.1f}",
         ]
@@ -249,7 +248,6 @@ def bench_tracker(sizes: list[int], runs: int) -> str:
             f"{largest.counts.p50_ms / smallest.counts.p50_ms:.2f}x",
             f"{largest.completed.p50_ms / smallest.completed.p50_ms:.2f}x",
             f"{largest.completed_prefix.p50_ms / smallest.completed_prefix.p50_ms:.2f}x",
-            f"{largest.owner_ages.p50_ms / smallest.owner_ages.p50_ms:.2f}x",
             f"{largest.group_by.p50_ms / smallest.group_by.p50_ms:.2f}x",
             "",
         ]
@@ -263,7 +261,6 @@ def bench_tracker(sizes: list[int], runs: int) -> str:
             "counts p50/p99 ms",
             "completed p50/p99 ms",
             "completed by id prefix p50/p99 ms",
-            "waiting ages, largest owner p50/p99 ms",
             "GROUP BY baseline p50/p99 ms",
             "load s",
         ],

@@ -72,7 +72,6 @@ CLEAN = [
     "DELETE FROM handoff.document_state WHERE tenant_id = %(tenant)s",
     "DELETE FROM handoff.owner_counts WHERE tenant_id = %(tenant)s",
     "DELETE FROM handoff.owner_due_counts WHERE tenant_id = %(tenant)s",
-    "DELETE FROM handoff.owner_assigned_counts WHERE tenant_id = %(tenant)s",
     "DELETE FROM handoff.receipts WHERE tenant_id = %(tenant)s",
     "DELETE FROM handoff.rejections WHERE tenant_id = %(tenant)s",
     "DELETE FROM handoff.outbox WHERE tenant_id = %(tenant)s",

@@ -73,10 +73,7 @@ SELECT tenant_id, owner, 0, count(*) FROM handoff.document_state
 """
 
 FOLD = "SELECT handoff.fold_due_counts()"
-ANALYZE = (
-    "ANALYZE handoff.document_state, handoff.owner_counts, handoff.owner_due_counts,"
-    " handoff.owner_assigned_counts"
-)
+ANALYZE = "ANALYZE handoff.document_state, handoff.owner_counts, handoff.owner_due_counts"
 
 # The baseline: the same per-owner answer computed by scanning the documents.
 GROUP_BY = """
@@ -90,7 +87,6 @@ CLEAN = [
     "DELETE FROM handoff.document_state WHERE tenant_id = %(tenant)s",
     "DELETE FROM handoff.owner_counts WHERE tenant_id = %(tenant)s",
     "DELETE FROM handoff.owner_due_counts WHERE tenant_id = %(tenant)s",
-    "DELETE FROM handoff.owner_assigned_counts WHERE tenant_id = %(tenant)s",
 ]
 
 
@@ -111,7 +107,6 @@ class SizeResult:
     counts: Timing
     completed: Timing
     completed_prefix: Timing
-    owner_ages: Timing
     group_by: Timing
     http: dict[str, Timing] = field(default_factory=dict)
 
@@ -211,10 +206,6 @@ async def _measure(
             "completed": await _time(lambda: model.one(viewer, reads.completed(50)), runs),
             "completed_prefix": await _time(
                 lambda: model.one(viewer, reads.completed(50, None, pick.done_prefix())), runs
-            ),
-            # The largest owner (a fifth of the documents): the worst case.
-            "owner_ages": await _time(
-                lambda: model.one(viewer, reads.owner_ages("owner-00")), runs
             ),
         }
         scans = max(10, min(runs, 2_000_000 // documents))

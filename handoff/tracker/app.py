@@ -33,7 +33,6 @@ async def _fold_forever(pool: AsyncConnectionPool[Any], every_s: float) -> None:
         try:
             async with pool.connection() as conn:
                 await conn.execute(read_sql.FOLD_DUE_COUNTS)
-                await conn.execute(read_sql.FOLD_ASSIGNED_COUNTS)
         except Exception as exc:  # a missed fold only makes counts slower, never wrong
             log.warning("folding deadline counts failed (will retry): %s", exc)
         await asyncio.sleep(every_s)

@@ -30,7 +30,6 @@ from handoff.tracker.views import (
     DocumentView,
     HistoryEntry,
     HistoryPage,
-    OwnerAges,
     OwnerCounts,
     OwnerDocument,
     OwnerPage,
@@ -252,8 +251,3 @@ def completed(
     before_at, before_id = cursors.parse_time_key_desc(after)
     params = {"before_at": before_at, "before_id": before_id, "limit": limit}
     return Query(q.COMPLETED, params, newest)
-
-
-def owner_ages(owner: str) -> Query[OwnerAges]:
-    """p50/p90/max age of an owner's waiting work."""
-    return Query(q.OWNER_AGES, {"owner": owner}, lambda rows: OwnerAges.model_validate(rows[0]))

@@ -55,45 +55,6 @@ SELECT document_id, run_id, status, version, assigned_at, due_at, updated_at,
  LIMIT %(limit)s
 """
 
-# How long an owner's waiting work has waited: p50, p90 and max age. The
-# hours' sums of owner_assigned_counts give the hour that holds each rank
-# (oldest first, so the 90th percentile of age is at 10% of the count); the
-# owner's index, inside that hour only, gives the exact document. The
-# counters and the state change in the same transactions, so in this one
-# snapshot they agree.
-OWNER_AGES = f"""
-WITH hours AS (
-    SELECT assigned_hour, sum(n) AS n
-      FROM handoff.owner_assigned_counts
-     WHERE tenant_id = {_TENANT} AND owner = %(owner)s
-     GROUP BY assigned_hour
-    HAVING sum(n) > 0
-), cum AS (
-    SELECT assigned_hour, n, sum(n) OVER (ORDER BY assigned_hour) - n AS before,
-           sum(n) OVER () AS total
-      FROM hours
-), wanted AS (
-    SELECT q, floor((t.total - 1) * q)::bigint AS rank
-      FROM (SELECT max(total) AS total FROM cum) t, unnest(ARRAY[0.5, 0.1, 0.0]) AS q
-     WHERE t.total > 0
-), picked AS (
-    SELECT w.q, c.assigned_hour, w.rank - c.before AS k
-      FROM wanted w JOIN cum c ON w.rank >= c.before AND w.rank < c.before + c.n
-), ranked AS (
-    SELECT p.q, (SELECT s.assigned_at FROM handoff.document_state s
-                  WHERE s.tenant_id = {_TENANT} AND s.owner = %(owner)s
-                    AND s.assigned_at >= p.assigned_hour
-                    AND s.assigned_at < p.assigned_hour + interval '1 hour'
-                  ORDER BY s.assigned_at, s.document_id
-                 OFFSET p.k LIMIT 1) AS assigned_at
-      FROM picked p
-)
-SELECT now() - max(assigned_at) FILTER (WHERE q = 0.5) AS p50,
-       now() - max(assigned_at) FILTER (WHERE q = 0.1) AS p90,
-       now() - max(assigned_at) FILTER (WHERE q = 0.0) AS oldest
-  FROM (SELECT) AS one LEFT JOIN ranked ON true
-"""
-
 # [GSI ByOwnerDue] deadline strictly before now, earliest first.
 OWNER_OVERDUE = f"""
 SELECT document_id, run_id, status, version, assigned_at, due_at, updated_at, true AS overdue
@@ -188,4 +149,3 @@ SELECT {_REJECTION_COLUMNS}
 
 # Maintenance, run by the tracker as the owner role (not as the reader).
 FOLD_DUE_COUNTS = "SELECT handoff.fold_due_counts()"
-FOLD_ASSIGNED_COUNTS = "SELECT handoff.fold_assigned_counts()"

@@ -161,8 +161,8 @@ async def owner(
     async def render(credential: Credential) -> Response:
         name = _valid(_OWNER, owner, "owner")
         listing = reads.owner_overdue if view == "overdue" else reads.owner_documents
-        reader, (page, snapshot, ages) = await _model(request).read(
-            credential, listing(name, 50, after), reads.owners(), reads.owner_ages(name)
+        reader, (page, snapshot) = await _model(request).read(
+            credential, listing(name, 50, after), reads.owners()
         )
         counts = next((c for c in snapshot.owners if c.owner == name), None)
         return _page(
@@ -174,7 +174,6 @@ async def owner(
                 "view": "overdue" if view == "overdue" else "all",
                 "page": page,
                 "counts": counts,
-                "ages": ages,
                 "now": snapshot.as_of,
                 "first_page": after is None,
             },

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -127,11 +127,3 @@ class CompletedDocument(_View):
 class CompletedPage(_View):
     items: list[CompletedDocument]
     next: str | None = Field(description="pass as `after` for the next page; null at the end")
-
-
-class OwnerAges(_View):
-    """How long an owner's waiting documents have waited (None when it has none)."""
-
-    p50: timedelta | None
-    p90: timedelta | None
-    oldest: timedelta | None

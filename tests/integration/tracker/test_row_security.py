@@ -18,7 +18,6 @@ TABLES = (
     "document_history",
     "owner_counts",
     "owner_due_counts",
-    "owner_assigned_counts",
     "rejections",
 )
 
