@@ -9,6 +9,7 @@ from __future__ import annotations
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from datetime import UTC, datetime
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Path, Query, Request
@@ -150,11 +151,23 @@ async def rejections(
     request: Request,
     caller: Reader,
     document_id: Annotated[Identifier | None, Query(alias="documentId")] = None,
+    code: Annotated[
+        str | None, Query(description="Only this code, e.g. VersionMismatch", max_length=64)
+    ] = None,
+    sender: Annotated[ServiceName | None, Query(description="Only this sender")] = None,
+    since: Annotated[datetime | None, Query(description="Rejected at or after (ISO 8601)")] = None,
+    until: Annotated[datetime | None, Query(description="Rejected before (ISO 8601)")] = None,
     limit: Limit = 50,
     after: After = None,
 ) -> RejectionPage:
     async with _timed("rejections"):
-        return await _model(request).one(caller, reads.rejections(document_id, limit, after))
+        only = reads.RejectionFilter(code, sender, _aware(since), _aware(until))
+        return await _model(request).one(caller, reads.rejections(document_id, limit, after, only))
+
+
+def _aware(at: datetime | None) -> datetime | None:
+    """A time without a zone is UTC (as the tracker shows times)."""
+    return at.replace(tzinfo=UTC) if at is not None and at.tzinfo is None else at
 
 
 @router.get(

@@ -14,13 +14,14 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any, Generic, TypeVar
 
 from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool
 
 from handoff.core.db import translated
-from handoff.core.errors import DocumentNotFound, InvalidRequest, Unauthenticated
+from handoff.core.errors import CONTRACT_ERRORS, DocumentNotFound, InvalidRequest, Unauthenticated
 from handoff.core.identity import Credential
 from handoff.tracker import cursors
 from handoff.tracker import read_sql as q
@@ -190,15 +191,39 @@ def owners() -> Query[OwnersSnapshot]:
     return Query(q.OWNER_COUNTS, {}, answer)
 
 
+@dataclass(frozen=True)
+class RejectionFilter:
+    """Which rejections to list: by code, by sender, in a time range (None: all)."""
+
+    code: str | None = None
+    sender: str | None = None
+    since: datetime | None = None
+    until: datetime | None = None
+
+    def __post_init__(self) -> None:
+        if self.code is not None and self.code not in CONTRACT_ERRORS:
+            raise InvalidRequest(f"code must be one of {', '.join(sorted(CONTRACT_ERRORS))}")
+        if self.since and self.until and self.since >= self.until:
+            raise InvalidRequest("since must be before until")
+
+
 def rejections(
-    document_id: str | None = None, limit: int = 50, after: str | None = None
+    document_id: str | None = None,
+    limit: int = 50,
+    after: str | None = None,
+    only: RejectionFilter | None = None,
 ) -> Query[RejectionPage]:
-    """Newest first; with a document, only its attempts."""
+    """Newest first; with a document, only its attempts; ``only`` filters further."""
     _check_limit(limit)
+    only = only or RejectionFilter()
     params = {
         "document_id": document_id,
         "before_id": cursors.parse_number_key(after, 2**62),
         "limit": limit,
+        "code": only.code,
+        "sender": only.sender,
+        "since": only.since,
+        "until": only.until,
     }
 
     def answer(rows: Rows) -> RejectionPage:

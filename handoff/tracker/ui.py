@@ -20,6 +20,7 @@ from fastapi.templating import Jinja2Templates
 from pydantic import TypeAdapter, ValidationError
 
 from handoff.core.errors import (
+    CONTRACT_ERRORS,
     ContractError,
     DocumentNotFound,
     HandoffError,
@@ -224,16 +225,51 @@ async def document_handoff(request: Request, document_id: str) -> Response:
     return await _signed_in(request, act)
 
 
+def _when(value: str, what: str) -> datetime | None:
+    """A time from a filter form (the browser's datetime-local: no zone, taken as UTC)."""
+    if not value.strip():
+        return None
+    try:
+        at = datetime.fromisoformat(value.strip())
+    except ValueError as exc:
+        raise InvalidRequest(f"{what}: {value[:40]!r} is not a date and time") from exc
+    return at.replace(tzinfo=UTC) if at.tzinfo is None else at
+
+
 @router.get("/rejections", response_class=HTMLResponse)
-async def rejections(request: Request, after: str | None = None) -> Response:
+async def rejections(
+    request: Request,
+    after: str | None = None,
+    code: str = "",
+    sender: str = "",
+    since: str = "",
+    until: str = "",
+) -> Response:
     """Every rejected attempt of the tenant, newest first: where to look when a service is stuck."""
 
     async def render(credential: Credential) -> Response:
-        reader, (page,) = await _model(request).read(credential, reads.rejections(None, 50, after))
+        only = reads.RejectionFilter(
+            code.strip() or None,
+            _valid(_OWNER, sender.strip(), "sender") if sender.strip() else None,
+            _when(since, "since"),
+            _when(until, "until"),
+        )
+        reader, (page,) = await _model(request).read(
+            credential, reads.rejections(None, 50, after, only)
+        )
+        filters = {"code": code.strip(), "sender": sender.strip(), "since": since.strip(),
+                   "until": until.strip()}  # fmt: skip
         return _page(
             request,
             "rejections.html",
-            {"reader": reader, "page": page, "first_page": after is None},
+            {
+                "reader": reader,
+                "page": page,
+                "first_page": after is None,
+                "filters": filters,
+                "query": urllib.parse.urlencode({k: v for k, v in filters.items() if v}),
+                "codes": sorted(CONTRACT_ERRORS),
+            },
         )
 
     return await _signed_in(request, render)

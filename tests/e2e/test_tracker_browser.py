@@ -186,3 +186,21 @@ def test_completed_work_newest_first_and_by_id_prefix(
     expect(rows.nth(1).locator("a")).to_have_text("invoice-1019")
     rows.nth(0).locator("a").click()
     expect(page.locator("#where")).to_contain_text("Finished: paid")
+
+
+def test_rejections_filtered_by_code(page: Page, api_url: str, pipeline: Pipeline) -> None:
+    sign_in(page, api_url, pipeline.demo.credentials["viewer"])
+    page.click("nav.links >> text=Rejections")
+    rows = page.locator("#rejections tbody tr")
+    total = rows.count()
+    assert total > 0
+    codes = {rows.nth(i).locator(".badge").inner_text() for i in range(total)}
+    wanted = sorted(codes)[0]
+    page.select_option("#filter-rejections select[name=code]", wanted)
+    page.click("#filter-rejections button[type=submit]")
+    expect(page).to_have_url(re.compile(f"code={wanted}"))
+    for i in range(rows.count()):
+        expect(rows.nth(i).locator(".badge")).to_have_text(wanted)
+    page.fill("#filter-rejections input[name=sender]", "nobody-sends-this")
+    page.click("#filter-rejections button[type=submit]")
+    expect(page.locator("p.empty")).to_contain_text("match these filters")
