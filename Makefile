@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: browser setup up down status lint schemas-check test test-unit demo bench clean
+.PHONY: browser setup up down status lint schemas-check test test-unit demo bench screenshots clean
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python 3.11+ is required (set PYTHON=python3.11)")'
@@ -44,6 +44,9 @@ test-unit: $(STAMP)
 
 demo: $(STAMP)  ## stack up, migrations, a sample pipeline, the tracker on :8000
 	$(BIN)/handoff demo
+
+screenshots: $(STAMP) browser  ## pictures of the tracker's main pages into docs/screenshots/
+	$(BIN)/python scripts/screenshots.py
 
 bench: up
 	$(BIN)/handoff db upgrade
