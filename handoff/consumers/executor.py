@@ -45,6 +45,7 @@ from handoff.consumers.settings import EffectSettings
 from handoff.core.db import raise_if_lost
 from handoff.core.effects_sql import CLAIM, RECORD, SUBMITTING
 from handoff.core.errors import (
+    ConfigurationError,
     DatabaseUnavailable,
     ProviderError,
     ProviderNotReached,
@@ -350,7 +351,9 @@ class Executors:
 
     def __init__(self, app: Consumer, database_url: str, config: EffectSettings) -> None:
         if not app.effects:
-            raise_missing(app)
+            raise ConfigurationError(
+                f"{app.name} declares no effects (app.effect(...)): nothing to execute"
+            )
         self.app, self.database_url, self.config = app, database_url, config
         self._stop = threading.Event()
         self._wake = threading.Condition()
@@ -413,11 +416,3 @@ class Executors:
             except Exception:
                 log.exception("%s: executor %d failed; restarting it", self.app.name, index)
                 self._stop.wait(1.0)
-
-
-def raise_missing(app: Consumer) -> None:
-    from handoff.core.errors import ConfigurationError
-
-    raise ConfigurationError(
-        f"{app.name} declares no effects (app.effect(...)): nothing to execute"
-    )

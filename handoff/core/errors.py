@@ -192,6 +192,25 @@ class ProviderRefused(ProviderError):
         self.body = body
 
 
+# -- the sandbox provider (a stand-in third party; its answers are its own) -----------
+
+
+class SandboxRefusal(HandoffError):
+    """A request the sandbox provider answers with an error: its HTTP status and code."""
+
+    def __init__(self, message: str, *, status: int = 400, code: str = "InvalidRequest") -> None:
+        super().__init__(message)
+        self.status = status
+        self.answer_code = code
+
+
+class InvalidFault(SandboxRefusal):
+    """A fault request the sandbox provider cannot arm; the message says what to fix."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, status=400, code="InvalidFault")
+
+
 CONTRACT_ERRORS: dict[str, type[ContractError]] = {
     cls.__name__: cls
     for cls in (

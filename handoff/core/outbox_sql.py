@@ -119,3 +119,10 @@ class IdArrayDumper(Dumper):
 
     def dump(self, obj: Any) -> bytes:
         return str(obj).encode()
+
+
+# The envelope of one accepted event, as the relay would publish it (the
+# rehearsal builds its deliveries from it).
+EVENT_PAYLOAD = """
+SELECT payload FROM handoff.outbox WHERE tenant_id = %(tenant)s AND event_id = %(event_id)s
+"""

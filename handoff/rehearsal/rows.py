@@ -32,6 +32,7 @@ from handoff.consumers.units import Item, Processor
 from handoff.core.client import HandoffClient
 from handoff.core.events import encode, to_record
 from handoff.core.identity import Credential
+from handoff.core.outbox_sql import EVENT_PAYLOAD
 from handoff.core.services import add_service
 from handoff.core.settings import HandoffSettings
 from handoff.core.tx import transact
@@ -115,12 +116,15 @@ class Rehearsal:
             status="placed",
             data={"amount": amount, "currency": "EUR"},
         )
-        payload = self.admin.execute(
-            "SELECT payload FROM handoff.outbox WHERE tenant_id = %s AND event_id = %s",
-            (self.tenant, receipt.event_id),
+        return doc, self.payload(receipt.event_id)
+
+    def payload(self, event_id: str) -> dict[str, Any]:
+        """The outbox envelope of an accepted event of the scratch tenant."""
+        row = self.admin.execute(
+            EVENT_PAYLOAD, {"tenant": self.tenant, "event_id": event_id}
         ).fetchone()
-        assert payload is not None
-        return doc, payload[0]
+        assert row is not None, f"no accepted event {event_id}"
+        return dict(row[0])
 
     def item(self, payload: dict[str, Any]) -> Item:
         """The event as a consumer receives it: registry-encoded bytes, decoded."""

@@ -20,12 +20,10 @@ import threading
 from dataclasses import dataclass
 from typing import Any
 
+from handoff.core.errors import InvalidFault
+
 KINDS = ("drop", "delay", "error", "decline", "lookup_error", "refuse")
 ON_PAYMENT = ("drop", "delay", "error", "decline")
-
-
-class FaultError(ValueError):
-    """A fault request that cannot be armed; the message says what to fix."""
 
 
 @dataclass
@@ -48,29 +46,29 @@ class Fault:
 
 def parse(body: Any) -> Fault:
     if not isinstance(body, dict):
-        raise FaultError("a fault is a JSON object: {kind, reference?, times?, delayMs?, forS?}")
+        raise InvalidFault("a fault is a JSON object: {kind, reference?, times?, delayMs?, forS?}")
     unknown = set(body) - {"kind", "reference", "times", "delayMs", "forS"}
     if unknown:
-        raise FaultError(f"unknown fault fields: {', '.join(sorted(unknown))}")
+        raise InvalidFault(f"unknown fault fields: {', '.join(sorted(unknown))}")
     kind = body.get("kind")
     if kind not in KINDS:
-        raise FaultError(f"kind must be one of {', '.join(KINDS)}")
+        raise InvalidFault(f"kind must be one of {', '.join(KINDS)}")
     reference = body.get("reference")
     if reference is not None and not isinstance(reference, str):
-        raise FaultError("reference must be a string")
+        raise InvalidFault("reference must be a string")
     times = body.get("times", 1)
     if not isinstance(times, int) or not 1 <= times <= 1_000_000:
-        raise FaultError("times must be an integer from 1 to 1000000")
+        raise InvalidFault("times must be an integer from 1 to 1000000")
     delay_ms = body.get("delayMs", 0)
     if not isinstance(delay_ms, int) or not 0 <= delay_ms <= 600_000:
-        raise FaultError("delayMs must be an integer from 0 to 600000")
+        raise InvalidFault("delayMs must be an integer from 0 to 600000")
     if kind == "delay" and delay_ms == 0:
-        raise FaultError("a delay fault needs delayMs > 0")
+        raise InvalidFault("a delay fault needs delayMs > 0")
     for_s = body.get("forS", 0)
     if not isinstance(for_s, int | float) or not 0 <= for_s <= 3600:
-        raise FaultError("forS must be a number of seconds from 0 to 3600")
+        raise InvalidFault("forS must be a number of seconds from 0 to 3600")
     if kind == "refuse" and for_s <= 0:
-        raise FaultError("a refuse fault needs forS > 0")
+        raise InvalidFault("a refuse fault needs forS > 0")
     return Fault(kind, reference, times, delay_ms, float(for_s))
 
 
@@ -78,12 +76,12 @@ def from_header(value: str) -> Fault:
     """``Sandbox-Fault: drop`` / ``error`` / ``decline`` / ``delay=250``: this request only."""
     kind, _, arg = value.strip().partition("=")
     if kind not in ON_PAYMENT:
-        raise FaultError(
+        raise InvalidFault(
             f"Sandbox-Fault must be one of drop, error, decline, delay=MS; not {value}"
         )
     if kind == "delay":
         if not arg.isdigit() or not 0 < int(arg) <= 600_000:
-            raise FaultError("Sandbox-Fault: delay=MS needs MS from 1 to 600000")
+            raise InvalidFault("Sandbox-Fault: delay=MS needs MS from 1 to 600000")
         return Fault(kind, delay_ms=int(arg))
     return Fault(kind)
 

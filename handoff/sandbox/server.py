@@ -29,7 +29,8 @@ from urllib.parse import parse_qs, unquote, urlsplit
 
 import orjson
 
-from handoff.sandbox.faults import ON_PAYMENT, Fault, FaultError, Faults, from_header, parse
+from handoff.core.errors import SandboxRefusal
+from handoff.sandbox.faults import ON_PAYMENT, Fault, Faults, from_header, parse
 from handoff.sandbox.store import Store, fingerprint
 
 log = logging.getLogger("handoff.sandbox")
@@ -39,30 +40,30 @@ CURRENCY = re.compile(r"^[A-Z]{3}$")
 PAYMENT_FIELDS = {"amount", "currency", "reference", "description", "metadata"}
 
 
-class BadRequest(Exception):
-    def __init__(self, status: int, code: str, message: str) -> None:
-        super().__init__(message)
-        self.status, self.code = status, code
-
-
 def validate_payment(body: Any) -> dict[str, Any]:
     if not isinstance(body, dict):
-        raise BadRequest(400, "InvalidRequest", "the body must be a JSON object")
+        raise SandboxRefusal("the body must be a JSON object")
     unknown = set(body) - PAYMENT_FIELDS
     if unknown:
-        raise BadRequest(400, "InvalidRequest", f"unknown fields: {', '.join(sorted(unknown))}")
+        raise SandboxRefusal(
+            f"unknown fields: {', '.join(sorted(unknown))}",
+        )
     amount = body.get("amount")
     if not isinstance(amount, int) or isinstance(amount, bool) or not 0 < amount <= 10**12:
-        raise BadRequest(
-            400, "InvalidRequest", "amount must be an integer from 1 to 10^12 (minor units)"
+        raise SandboxRefusal(
+            "amount must be an integer from 1 to 10^12 (minor units)",
         )
     if not isinstance(body.get("currency"), str) or not CURRENCY.match(body["currency"]):
-        raise BadRequest(400, "InvalidRequest", "currency must be three capital letters, e.g. EUR")
+        raise SandboxRefusal(
+            "currency must be three capital letters, e.g. EUR",
+        )
     reference = body.get("reference")
     if not isinstance(reference, str) or not 1 <= len(reference) <= 500:
-        raise BadRequest(400, "InvalidRequest", "reference must be a string of 1-500 characters")
+        raise SandboxRefusal(
+            "reference must be a string of 1-500 characters",
+        )
     if "metadata" in body and not isinstance(body["metadata"], dict):
-        raise BadRequest(400, "InvalidRequest", "metadata must be a JSON object")
+        raise SandboxRefusal("metadata must be a JSON object")
     return body
 
 
@@ -166,12 +167,12 @@ class _Handler(BaseHTTPRequestHandler):
     def _body(self) -> Any:
         length = int(self.headers.get("Content-Length") or 0)
         if length > 1_000_000:
-            raise BadRequest(413, "TooLarge", "the body is larger than 1 MB")
+            raise SandboxRefusal("the body is larger than 1 MB", status=413, code="TooLarge")
         raw = self.rfile.read(length) if length else b""
         try:
             return orjson.loads(raw) if raw else None
         except orjson.JSONDecodeError as exc:
-            raise BadRequest(400, "InvalidRequest", f"the body is not JSON: {exc}") from exc
+            raise SandboxRefusal(f"the body is not JSON: {exc}") from exc
 
     def _route(self, method: str) -> None:
         url = urlsplit(self.path)
@@ -181,10 +182,10 @@ class _Handler(BaseHTTPRequestHandler):
                 self._lookup(unquote(url.path[len(BY_KEY) :]))
                 return
             if handler is None:
-                raise BadRequest(404, "NotFound", f"no route {method} {url.path}")
+                raise SandboxRefusal(f"no route {method} {url.path}", status=404, code="NotFound")
             handler(self, parse_qs(url.query))
-        except BadRequest as exc:
-            self._answer(exc.status, {"code": exc.code, "message": str(exc)})
+        except SandboxRefusal as exc:
+            self._answer(exc.status, {"code": exc.answer_code, "message": str(exc)})
 
     def do_GET(self) -> None:
         self._route("GET")
@@ -201,16 +202,12 @@ class _Handler(BaseHTTPRequestHandler):
         sandbox = self.server.sandbox
         key = self.headers.get("Idempotency-Key")
         if key is None or not KEY.match(key):
-            raise BadRequest(
-                400, "InvalidRequest", "an Idempotency-Key header of 1-255 visible characters"
+            raise SandboxRefusal(
+                "an Idempotency-Key header of 1-255 visible characters",
             )
         request = validate_payment(self._body())
-        fault: Fault | None
         header = self.headers.get("Sandbox-Fault")
-        try:
-            fault = from_header(header) if header else None
-        except FaultError as exc:
-            raise BadRequest(400, "InvalidFault", str(exc)) from exc
+        fault: Fault | None = from_header(header) if header else None  # InvalidFault: 400
         fault = fault or sandbox.faults.take(ON_PAYMENT, request["reference"])
         if sandbox.latency_s:
             time.sleep(sandbox.latency_s)
@@ -221,10 +218,10 @@ class _Handler(BaseHTTPRequestHandler):
             return
         existing = sandbox.store.by_key(key)
         if existing is not None and existing.fingerprint != fingerprint(request):
-            raise BadRequest(
-                409,
-                "IdempotencyKeyReuse",
+            raise SandboxRefusal(
                 f"key {key} was used with other parameters (payment {existing.id})",
+                status=409,
+                code="IdempotencyKeyReuse",
             )
         payment, created = sandbox.store.create(
             key, request, declined=bool(fault and fault.kind == "decline")
@@ -235,8 +232,8 @@ class _Handler(BaseHTTPRequestHandler):
             self.connection.shutdown(socket.SHUT_RDWR)
             return
         if not created and payment.fingerprint != fingerprint(request):
-            raise BadRequest(
-                409, "IdempotencyKeyReuse", f"key {key} was used with other parameters"
+            raise SandboxRefusal(
+                f"key {key} was used with other parameters", status=409, code="IdempotencyKeyReuse"
             )
         headers = {} if created else {"Idempotent-Replayed": "true"}
         status = payment.http_status if created or payment.http_status != 201 else 200
@@ -249,22 +246,19 @@ class _Handler(BaseHTTPRequestHandler):
             return
         payment = sandbox.store.by_key(key)
         if payment is None:
-            raise BadRequest(404, "NotFound", f"no payment was made with key {key}")
+            raise SandboxRefusal(f"no payment was made with key {key}", status=404, code="NotFound")
         self._answer(200, payment.body())
 
     def _list(self, query: dict[str, list[str]]) -> None:
         reference = query.get("reference", [None])[0]
         raw_limit = query.get("limit", ["100"])[0] or "100"
         if not raw_limit.isdigit() or not 1 <= int(raw_limit) <= 1000:
-            raise BadRequest(400, "InvalidRequest", "limit must be from 1 to 1000")
+            raise SandboxRefusal("limit must be from 1 to 1000")
         payments = self.server.sandbox.store.list(reference, int(raw_limit))
         self._answer(200, {"payments": [p.body() for p in payments]})
 
     def _arm(self, _query: dict[str, list[str]]) -> None:
-        try:
-            fault = parse(self._body())
-        except FaultError as exc:
-            raise BadRequest(400, "InvalidFault", str(exc)) from exc
+        fault = parse(self._body())  # InvalidFault: 400
         self._answer(201, fault.to_json())
         if fault.kind == "refuse":
             self.close_connection = True

@@ -362,7 +362,7 @@ def demo(
 
     logging.getLogger("httpx").setLevel(logging.WARNING)  # the intake's fault requests
     supervisor = Supervisor(deployment, home / "logs", say)
-    runner = d.Background(supervisor.run)
+    runner = threading.Thread(target=supervisor.run, name="demo-supervisor", daemon=True)
     runner.start()
     intake = d.make_intake(services, settings, home, sandbox_port)
     review = HandoffClient.direct(services.credentials["review"], settings.database_url)

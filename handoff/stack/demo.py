@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import logging
 import random
-import threading
 import time
 import uuid
 from dataclasses import dataclass
@@ -251,17 +250,6 @@ def summary(settings: HandoffSettings, tenant: str) -> dict[str, Any]:
             (tenant,),
         ).fetchone()
     return {"waiting": waiting, "finished": row[0] if row else 0}
-
-
-class Background(threading.Thread):
-    """The supervisor's loop, off the main thread (which serves the tracker)."""
-
-    def __init__(self, run: Any) -> None:
-        super().__init__(name="demo-supervisor", daemon=True)
-        self._run = run
-
-    def run(self) -> None:
-        self._run()
 
 
 def make_intake(demo: DemoCredentials, settings: HandoffSettings, home: Path,

@@ -54,17 +54,10 @@ async def _emit(
     kind: str,
     document_id: str | None = None,
 ) -> JSONResponse:
-    pool: AsyncConnectionPool[Any] = request.app.state.pool
     started = time.perf_counter()
     code = "Accepted"
     try:
-        # Serialization failures and deadlocks are retried here, with the
-        # identical request (same event id), never answered as a 5xx.
-        async def once() -> Receipt:
-            async with pool.connection() as conn:
-                return await emit_http(conn, caller, body, document_id)
-
-        receipt = await CONFLICTS.run_async(once, retry_on=(TransientConflict,))
+        receipt = await emit_retrying(request.app.state.pool, caller, body, document_id)
         if receipt.replayed:
             code = "Replayed"
         return _receipt(receipt)
@@ -74,6 +67,22 @@ async def _emit(
     finally:
         EMITS.labels(kind, code).inc()
         EMIT_SECONDS.labels(kind).observe(time.perf_counter() - started)
+
+
+async def emit_retrying(
+    pool: AsyncConnectionPool[Any],
+    caller: Credential,
+    body: EmitRequest,
+    document_id: str | None = None,
+) -> Receipt:
+    """One emit as ``caller``; serialization failures and deadlocks retried with the
+    identical request (same event id), never answered as a 5xx."""
+
+    async def once() -> Receipt:
+        async with pool.connection() as conn:
+            return await emit_http(conn, caller, body, document_id)
+
+    return await CONFLICTS.run_async(once, retry_on=(TransientConflict,))
 
 
 def _receipt(receipt: Receipt) -> JSONResponse:

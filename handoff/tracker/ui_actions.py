@@ -20,18 +20,15 @@ import hashlib
 import hmac
 import urllib.parse
 import uuid
-from typing import Any
 
 from fastapi import Request
 from fastapi.responses import RedirectResponse, Response
-from psycopg_pool import AsyncConnectionPool
 from pydantic import ValidationError
 
-from handoff.core.emitter import emit_http
-from handoff.core.errors import InvalidRequest, NotPermitted, TransientConflict
+from handoff.core.errors import InvalidRequest, NotPermitted
 from handoff.core.identity import Credential
-from handoff.core.models import HandoffRequest, Receipt
-from handoff.core.retry import CONFLICTS
+from handoff.core.models import HandoffRequest
+from handoff.tracker.emit_api import emit_retrying
 
 
 def form_token(credential: Credential, document_id: str, event_id: str) -> str:
@@ -53,10 +50,10 @@ async def hand_off(request: Request, credential: Credential, document_id: str) -
     """Check the form, emit as the signed-in service, go back to the document."""
     form = urllib.parse.parse_qs((await request.body()).decode(errors="replace"))
     event_id = _field(form, "event_id")
-    expected = hmac.new(b"", b"", hashlib.sha256).hexdigest()  # same length, never equal
-    if event_id:
-        expected = form_token(credential, document_id, event_id)
-    if not hmac.compare_digest(expected, _field(form, "token")):
+    token = _field(form, "token")
+    if not event_id or not hmac.compare_digest(
+        form_token(credential, document_id, event_id), token
+    ):
         raise NotPermitted("this form was not issued to you for this document; reload the page")
     version = _field(form, "expected_version")
     if not version.isdigit():
@@ -76,12 +73,6 @@ async def hand_off(request: Request, credential: Credential, document_id: str) -
     except ValidationError as exc:
         problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
         raise InvalidRequest(problems) from exc
-    pool: AsyncConnectionPool[Any] = request.app.state.pool
-
-    async def once() -> Receipt:
-        async with pool.connection() as conn:
-            return await emit_http(conn, credential, body)
-
-    receipt = await CONFLICTS.run_async(once, retry_on=(TransientConflict,))
+    receipt = await emit_retrying(request.app.state.pool, credential, body)
     target = f"/documents/{urllib.parse.quote(document_id, safe='')}?acted={receipt.version}"
     return RedirectResponse(target + "#timeline", status_code=303)

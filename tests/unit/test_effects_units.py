@@ -8,8 +8,8 @@ import pytest
 
 from handoff.consumers.app import Consumer, Handler
 from handoff.consumers.providers import SandboxPayments
-from handoff.core.errors import ConfigurationError
-from handoff.sandbox.faults import FaultError, Faults, from_header, parse
+from handoff.core.errors import ConfigurationError, InvalidFault
+from handoff.sandbox.faults import Faults, from_header, parse
 
 
 def _noop(*_: Any) -> None:
@@ -67,13 +67,13 @@ def test_a_content_filter_reads_event_fields_and_data_keys() -> None:
     ],
 )
 def test_bad_fault_requests_say_what_to_fix(body: Any, fix: str) -> None:
-    with pytest.raises(FaultError, match=fix):
+    with pytest.raises(InvalidFault, match=fix):
         parse(body)
 
 
 def test_header_faults_and_armed_faults_are_taken_by_matching_requests() -> None:
     assert from_header("delay=250").delay_ms == 250
-    with pytest.raises(FaultError):
+    with pytest.raises(InvalidFault):
         from_header("refuse")
     faults = Faults()
     faults.arm(parse({"kind": "drop", "reference": "r1", "times": 2}))

@@ -172,25 +172,15 @@ class FakeProviderCheckingNoOpenTransaction:
 def test_with_a_fake_provider_no_call_happens_inside_an_open_transaction(
     rehearsal: Rehearsal, sandbox: SandboxProcess
 ) -> None:
-    doc, _ = rehearsal.order()
+    doc, payload = rehearsal.order()
     sandbox.arm(kind="drop", reference=doc)  # a submission, then a lookup
-    rehearsal.processor().run_one(rehearsal.item(_payload(rehearsal, doc)))
+    rehearsal.processor().run_one(rehearsal.item(payload))
     executor = rehearsal.executor()
     fake = FakeProviderCheckingNoOpenTransaction(rehearsal.provider, executor.conn)
     effect = rehearsal.app.effects["pay"]
     effect._made = fake  # the declared provider, swapped for the checking one
     assert executor.drain() == 2
     assert fake.seen == [pq.TransactionStatus.IDLE, pq.TransactionStatus.IDLE]
-
-
-def _payload(r: Rehearsal, doc: str) -> dict[str, Any]:
-    row = r.admin.execute(
-        "SELECT payload FROM handoff.outbox WHERE tenant_id = %s AND document_id = %s "
-        "AND version = 1",
-        (r.tenant, doc),
-    ).fetchone()
-    assert row is not None
-    return dict(row[0])
 
 
 def _cli(settings: HandoffSettings, *args: str) -> subprocess.CompletedProcess[bytes]:
@@ -206,10 +196,10 @@ def _cli(settings: HandoffSettings, *args: str) -> subprocess.CompletedProcess[b
 def test_an_unanswerable_lookup_hands_the_intent_to_its_owner_who_resolves_it(
     rehearsal: Rehearsal, sandbox: SandboxProcess, migrated: HandoffSettings
 ) -> None:
-    doc, _ = rehearsal.order()
+    doc, payload = rehearsal.order()
     sandbox.arm(kind="drop", reference=doc)
     sandbox.arm(kind="lookup_error", times=2)
-    rehearsal.processor().run_one(rehearsal.item(_payload(rehearsal, doc)))
+    rehearsal.processor().run_one(rehearsal.item(payload))
     config = EffectSettings(retry_base_s=0, retry_max_s=0, max_lookups=2)
     executor = Executor(rehearsal.app, rehearsal._service_conn(PAYMENTS), config)
     assert executor.drain() == 3  # the submission, two failed lookups; then nothing is due

@@ -49,15 +49,7 @@ class Starter:
             event_id=str(uuid.uuid4()), document_id=doc, owner=PAYMENTS, status=status,
             data={"podcast": "ep-1"},
         )  # fmt: skip
-        return doc, self._payload(receipt.event_id)
-
-    def _payload(self, event_id: str) -> dict[str, Any]:
-        row = self.r.admin.execute(
-            "SELECT payload FROM handoff.outbox WHERE tenant_id = %s AND event_id = %s",
-            (self.r.tenant, event_id),
-        ).fetchone()
-        assert row is not None
-        return dict(row[0])
+        return doc, self.r.payload(receipt.event_id)
 
     def deliver(self, payload: dict[str, Any]) -> str:
         return self.processor.run_one(self.r.item(payload))
@@ -117,7 +109,7 @@ def test_updates_and_other_statuses_do_not_start_a_run(rehearsal: Rehearsal) -> 
                        next_owner=PAYMENTS, status="pending", expected_version=1)  # fmt: skip
     # An update, even one that reuses the type and the status, is a later version
     # of a run that started; a creation with another status does not match.
-    assert starter.deliver(starter._payload(moved.event_id)) == "apply"
+    assert starter.deliver(rehearsal.payload(moved.event_id)) == "apply"
     placed_doc, placed = starter.create("placed")
     assert starter.deliver(placed) == "apply"
     assert starter.runs(placed_doc) == []
