@@ -27,15 +27,32 @@ from handoff.tracker.settings import TrackerSettings
 log = logging.getLogger("handoff.tracker")
 
 
-async def _fold_forever(pool: AsyncConnectionPool[Any], every_s: float) -> None:
-    """Fold passed deadline hours now and then (see owner_due_counts)."""
+FOLD_LIMIT = 100_000  # outbox rows per flow fold; a backlog is folded in several
+
+
+async def _maintain_forever(pool: AsyncConnectionPool[Any], tracker: TrackerSettings) -> None:
+    """Keep the read side's folded rows current: flow, minute samples, deadline hours.
+
+    A missed round only makes pages staler or counts slower, never wrong; the
+    next round catches up (several trackers: one folds, the others skip).
+    """
+    loop = asyncio.get_running_loop()
+    next_due_fold = loop.time()
     while True:
         try:
             async with pool.connection() as conn:
-                await conn.execute(read_sql.FOLD_DUE_COUNTS)
-        except Exception as exc:  # a missed fold only makes counts slower, never wrong
-            log.warning("folding deadline counts failed (will retry): %s", exc)
-        await asyncio.sleep(every_s)
+                while True:  # a backlog of outbox rows: fold until caught up
+                    cur = await conn.execute(read_sql.FOLD_FLOW, {"limit": FOLD_LIMIT})
+                    row = await cur.fetchone()
+                    if row is None or row[0] < FOLD_LIMIT:
+                        break
+                await conn.execute(read_sql.SAMPLE_OWNERS)
+                if loop.time() >= next_due_fold:
+                    await conn.execute(read_sql.FOLD_DUE_COUNTS)
+                    next_due_fold = loop.time() + tracker.fold_interval_s
+        except Exception as exc:
+            log.warning("read-side maintenance failed (will retry): %s", exc)
+        await asyncio.sleep(tracker.flow_interval_s)
 
 
 def create_app(
@@ -61,7 +78,7 @@ def create_app(
         app.state.pool = pool
         app.state.read_model = ReadModel(pool)
         app.state.tracker_settings = tracker
-        folding = asyncio.create_task(_fold_forever(pool, tracker.fold_interval_s))
+        folding = asyncio.create_task(_maintain_forever(pool, tracker))
         try:
             yield
         finally:

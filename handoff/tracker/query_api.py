@@ -25,7 +25,9 @@ from handoff.tracker.views import (
     HistoryPage,
     OwnerPage,
     OwnersSnapshot,
+    PipelineView,
     RejectionPage,
+    Trends,
 )
 
 router = APIRouter(prefix="/v1", tags=["query"])
@@ -193,3 +195,37 @@ async def completed(
 ) -> CompletedPage:
     async with _timed("completed"):
         return await _model(request).one(caller, reads.completed(limit, after, id_prefix))
+
+
+@router.get(
+    "/pipeline",
+    response_model=PipelineView,
+    responses=RESPONSES,
+    summary="The stages in flow order (learned from history) with waiting work and pace",
+)
+async def pipeline(
+    request: Request,
+    caller: Reader,
+    minutes: Annotated[
+        int, Query(ge=1, le=1440, description="average the pace over this many minutes")
+    ] = 15,
+) -> PipelineView:
+    async with _timed("pipeline"):
+        return (await _model(request).pipeline(caller, minutes))[1]
+
+
+@router.get(
+    "/trends",
+    response_model=Trends,
+    responses=RESPONSES,
+    summary="Backlog and oldest age per owner, created and completed, over the last hour or day",
+)
+async def trends(
+    request: Request,
+    caller: Reader,
+    window: Annotated[reads.Window, Query(description="hour (minute points) or day (10 min)")] = (
+        "hour"
+    ),
+) -> Trends:
+    async with _timed("trends"):
+        return (await _model(request).trends(caller, window))[1]

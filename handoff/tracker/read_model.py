@@ -14,8 +14,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime
-from typing import Any, Generic, TypeVar
+from datetime import datetime, timedelta
+from typing import Any, Generic, Literal, TypeVar
 
 from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool
@@ -23,20 +23,26 @@ from psycopg_pool import AsyncConnectionPool
 from handoff.core.db import translated
 from handoff.core.errors import CONTRACT_ERRORS, DocumentNotFound, InvalidRequest, Unauthenticated
 from handoff.core.identity import Credential
-from handoff.tracker import cursors
+from handoff.tracker import cursors, flow
 from handoff.tracker import read_sql as q
 from handoff.tracker.views import (
     CompletedDocument,
     CompletedPage,
     DocumentView,
+    FlowPoint,
     HistoryEntry,
     HistoryPage,
     OwnerCounts,
     OwnerDocument,
     OwnerPage,
+    OwnerPoint,
+    OwnerSeries,
     OwnersSnapshot,
+    PipelineStage,
+    PipelineView,
     RejectionPage,
     RejectionView,
+    Trends,
 )
 
 MAX_PAGE = 500
@@ -109,6 +115,43 @@ class ReadModel:
             credential, document(document_id, run_id), versions(document_id, run_id, limit, after)
         )
         return history_page(state, entries, limit)
+
+    async def pipeline(
+        self, credential: Credential, minutes: int = 15
+    ) -> tuple[Reader, PipelineView]:
+        """The stages in flow order with their waiting work and pace: one snapshot."""
+        if not 1 <= minutes <= 24 * 60:
+            raise InvalidRequest("minutes must be between 1 and 1440")
+        reader, (snapshot, edges, recent, quarantined) = await self.read(
+            credential,
+            owners(),
+            Query(q.FLOW_EDGES, {}, _rows),
+            Query(q.FLOW_RECENT, {"minutes": minutes}, _by("owner")),
+            Query(q.QUARANTINED, {}, _by("consumer")),
+        )
+        return reader, pipeline_view(snapshot, edges, recent, quarantined, minutes)
+
+    async def trends(self, credential: Credential, window: Window) -> tuple[Reader, Trends]:
+        """Backlog, oldest age, arrivals and completions over the last hour or day."""
+        span, bucket_s = WINDOWS[window]
+        params = {"bucket_s": bucket_s, "span_s": span.total_seconds()}
+        reader, (snapshot, samples, moves) = await self.read(
+            credential,
+            owners(),
+            Query(q.SAMPLES_OVER_TIME, params, _rows),
+            Query(q.FLOW_OVER_TIME, params, _rows),
+        )
+        series: dict[str, list[OwnerPoint]] = {}
+        for row in samples:
+            series.setdefault(row["owner"], []).append(OwnerPoint.model_validate(row))
+        return reader, Trends(
+            window=window,
+            bucket_s=bucket_s,
+            since=snapshot.as_of - span,
+            as_of=snapshot.as_of,
+            owners=[OwnerSeries(owner=o, points=p) for o, p in sorted(series.items())],
+            flow=[FlowPoint.model_validate(r) for r in moves],
+        )
 
 
 # -- queries -----------------------------------------------------------------------------
@@ -276,3 +319,60 @@ def completed(
     before_at, before_id = cursors.parse_time_key_desc(after)
     params = {"before_at": before_at, "before_id": before_id, "limit": limit}
     return Query(q.COMPLETED, params, newest)
+
+
+# -- flow ----------------------------------------------------------------------------------
+
+Window = Literal["hour", "day"]
+# The span of a chart and its bucket: 60 points an hour, 144 a day.
+WINDOWS: dict[str, tuple[timedelta, int]] = {
+    "hour": (timedelta(hours=1), 60),
+    "day": (timedelta(days=1), 600),
+}
+
+
+def _rows(rows: Rows) -> Rows:
+    return rows
+
+
+def _by(key: str) -> Callable[[Rows], dict[str, dict[str, Any]]]:
+    return lambda rows: {r[key]: r for r in rows}
+
+
+def pipeline_view(
+    snapshot: OwnersSnapshot,
+    edges: Rows,
+    recent: dict[str, dict[str, Any]],
+    quarantined: dict[str, dict[str, Any]],
+    minutes: int,
+) -> PipelineView:
+    """The stages in learned order, each with its counts, pace and quarantine."""
+    links = [(e["from_owner"], e["to_owner"], e["n"]) for e in edges]
+    waiting = {c.owner: c for c in snapshot.owners}
+    order = flow.stage_order(links, also=[*waiting, *quarantined])
+
+    def per_minute(owner: str, column: str) -> float:
+        return round(int(recent.get(owner, {}).get(column) or 0) / minutes, 2)
+
+    stages = []
+    for owner in order:
+        counts = waiting.get(owner)
+        stages.append(
+            PipelineStage(
+                owner=owner,
+                waiting=counts.assigned if counts else 0,
+                overdue=counts.overdue if counts else 0,
+                oldest_assigned_at=counts.oldest_assigned_at if counts else None,
+                arrived_per_minute=per_minute(owner, "arrived"),
+                departed_per_minute=per_minute(owner, "departed"),
+                quarantined=int(quarantined.get(owner, {}).get("quarantined") or 0),
+                next=flow.next_owners(links, owner),
+            )
+        )
+    return PipelineView(
+        as_of=snapshot.as_of,
+        window_minutes=minutes,
+        created_per_minute=per_minute(flow.CREATED, "departed"),
+        completed_per_minute=per_minute(flow.CREATED, "arrived"),
+        stages=stages,
+    )

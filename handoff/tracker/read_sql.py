@@ -66,39 +66,79 @@ SELECT document_id, run_id, status, version, assigned_at, due_at, updated_at, tr
  LIMIT %(limit)s
 """
 
-# Per-owner counts as one snapshot. assigned: the shards summed. overdue:
-# deadline hours that have fully passed, from owner_due_counts, plus an exact
-# index count of the current hour up to now. oldest: one index probe each.
-# The cost follows the number of owners, not of documents. Always at least
-# one row, carrying the snapshot's time (owner NULL when nobody has work).
+# Per-owner counts as one snapshot (handoff.owner_waiting, inlined by the
+# planner: the shards summed, passed deadline hours plus an exact count of
+# the current hour, the oldest assignment by one index probe), with the
+# median and p90 age of the waiting work from the latest minute sample. The
+# cost follows the number of owners, not of documents. Always at least one
+# row, carrying the snapshot's time (owner NULL when nobody has work).
 OWNER_COUNTS = f"""
-WITH assigned AS (
-    SELECT owner, sum(assigned)::bigint AS assigned
-      FROM handoff.owner_counts
-     WHERE tenant_id = {_TENANT}
-     GROUP BY owner
-    HAVING sum(assigned) > 0
-), past_due AS (
-    SELECT owner, sum(n)::bigint AS n
-      FROM handoff.owner_due_counts
-     WHERE tenant_id = {_TENANT} AND due_hour < handoff._due_bucket(now())
-     GROUP BY owner
-), counts AS (
-    SELECT a.owner, a.assigned,
-           coalesce(p.n, 0) + (
-               SELECT count(*) FROM handoff.document_state s
-                WHERE s.tenant_id = {_TENANT} AND s.owner = a.owner
-                  AND s.due_at >= handoff._due_bucket(now()) AND s.due_at < now()
-           ) AS overdue,
-           (SELECT s.assigned_at FROM handoff.document_state s
-             WHERE s.tenant_id = {_TENANT} AND s.owner = a.owner
-             ORDER BY s.assigned_at, s.document_id
-             LIMIT 1) AS oldest_assigned_at
-      FROM assigned a LEFT JOIN past_due p USING (owner)
-)
-SELECT now() AS as_of, c.owner, c.assigned, c.overdue, c.oldest_assigned_at
-  FROM (SELECT) AS snapshot LEFT JOIN counts c ON true
+SELECT now() AS as_of, c.owner, c.assigned, c.overdue, c.oldest_assigned_at,
+       s.age_p50_from, s.age_p90_from
+  FROM (SELECT) AS snapshot
+  LEFT JOIN handoff.owner_waiting({_TENANT}) c ON true
+  LEFT JOIN handoff.owner_samples s
+         ON s.tenant_id = {_TENANT} AND s.owner = c.owner
+        AND s.sampled_at = (SELECT max(sampled_at) FROM handoff.owner_samples
+                             WHERE tenant_id = {_TENANT}
+                               AND sampled_at > now() - interval '10 minutes')
  ORDER BY c.owner
+"""
+
+# The changes of owner ever folded (flow_edges): what the stage order is
+# learned from. A handful of rows per tenant.
+FLOW_EDGES = f"""
+SELECT from_owner, to_owner, n, last_at
+  FROM handoff.flow_edges
+ WHERE tenant_id = {_TENANT}
+"""
+
+# Documents that left and entered each owner in the last %(minutes)s
+# minutes, from the minute rows (from '' = created, to '' = completed).
+FLOW_RECENT = f"""
+SELECT owner, sum(n_out)::bigint AS departed, sum(n_in)::bigint AS arrived
+  FROM (SELECT from_owner AS owner, n AS n_out, 0 AS n_in
+          FROM handoff.flow_minutes
+         WHERE tenant_id = {_TENANT} AND minute >= now() - make_interval(mins => %(minutes)s)
+        UNION ALL
+        SELECT to_owner, 0, n
+          FROM handoff.flow_minutes
+         WHERE tenant_id = {_TENANT} AND minute >= now() - make_interval(mins => %(minutes)s)
+       ) AS moves
+ GROUP BY owner
+"""
+
+# Quarantined events waiting for a person, per consumer (= service).
+QUARANTINED = f"""
+SELECT consumer, count(*)::bigint AS quarantined
+  FROM handoff.quarantine
+ WHERE tenant_id = {_TENANT} AND status IN ('open', 'retry')
+ GROUP BY consumer
+"""
+
+# Each owner's samples over a window, in buckets: the largest backlog and
+# overdue count and the oldest age seen in each bucket.
+SAMPLES_OVER_TIME = f"""
+SELECT date_bin(make_interval(secs => %(bucket_s)s), sampled_at,
+                timestamptz '2000-01-01 00:00:00+00') AS at,
+       owner, max(assigned)::bigint AS assigned, max(overdue)::bigint AS overdue,
+       max(extract(epoch FROM sampled_at - oldest_assigned_at))::float8 AS oldest_s
+  FROM handoff.owner_samples
+ WHERE tenant_id = {_TENANT} AND sampled_at >= now() - make_interval(secs => %(span_s)s)
+ GROUP BY 1, 2
+ ORDER BY 1, 2
+"""
+
+# Arrivals (created) and completions per bucket over a window.
+FLOW_OVER_TIME = f"""
+SELECT date_bin(make_interval(secs => %(bucket_s)s), minute,
+                timestamptz '2000-01-01 00:00:00+00') AS at,
+       coalesce(sum(n) FILTER (WHERE from_owner = ''), 0)::bigint AS arrived,
+       coalesce(sum(n) FILTER (WHERE to_owner = ''), 0)::bigint AS completed
+  FROM handoff.flow_minutes
+ WHERE tenant_id = {_TENANT} AND minute >= now() - make_interval(secs => %(span_s)s)
+ GROUP BY 1
+ ORDER BY 1
 """
 
 # Finished documents, newest completion first: document_state_completed.
@@ -158,3 +198,5 @@ SELECT {_REJECTION_COLUMNS}
 
 # Maintenance, run by the tracker as the owner role (not as the reader).
 FOLD_DUE_COUNTS = "SELECT handoff.fold_due_counts()"
+FOLD_FLOW = "SELECT handoff.fold_flow(%(limit)s) AS folded"
+SAMPLE_OWNERS = "SELECT handoff.sample_owners()"

@@ -20,6 +20,15 @@ class TrackerSettings(BaseSettings):
             "(keeps the overdue counts O(owners)).",
         ),
     ] = 60.0
+    flow_interval_s: Annotated[
+        float,
+        Field(
+            gt=0,
+            le=600,
+            description="How often new handoffs are folded into the flow counts (pipeline "
+            "pace, charts); waiting work is sampled once a minute.",
+        ),
+    ] = 5.0
     refresh_s: Annotated[
         float, Field(ge=1, le=3600, description="How often the overview page refreshes itself.")
     ] = 5.0

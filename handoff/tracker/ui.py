@@ -29,8 +29,8 @@ from handoff.core.errors import (
 )
 from handoff.core.identity import Credential
 from handoff.core.models import Identifier, ServiceName
+from handoff.tracker import charts, timeline, ui_actions
 from handoff.tracker import read_model as reads
-from handoff.tracker import timeline, ui_actions
 from handoff.tracker.auth import COOKIE
 from handoff.tracker.read_model import ReadModel
 from handoff.tracker.settings import TrackerSettings
@@ -139,6 +139,61 @@ async def overview(request: Request) -> Response:
             request,
             "overview.html",
             {"reader": reader, "snapshot": snapshot, "refresh_s": _settings(request).refresh_s},
+        )
+
+    return await _signed_in(request, render)
+
+
+@router.get("/pipeline", response_class=HTMLResponse)
+async def pipeline(request: Request) -> Response:
+    """The stages in flow order: waiting, overdue, pace, oldest, quarantined."""
+
+    async def render(credential: Credential) -> Response:
+        reader, view = await _model(request).pipeline(credential)
+        return _page(request, "pipeline.html", {"reader": reader, "view": view})
+
+    return await _signed_in(request, render)
+
+
+@router.get("/trends", response_class=HTMLResponse)
+async def trends(request: Request, window: str = "hour") -> Response:
+    """Backlog and oldest age per owner, arrivals against completions, over time."""
+
+    async def render(credential: Credential) -> Response:
+        if window not in reads.WINDOWS:
+            raise InvalidRequest("window must be hour or day")
+        reader, data = await _model(request).trends(credential, window)  # type: ignore[arg-type]
+        start, end = data.since, data.as_of
+        backlog = [
+            charts.Series(o.owner, [(p.at, p.assigned) for p in o.points]) for o in data.owners
+        ]
+        oldest = [
+            charts.Series(o.owner, [(p.at, p.oldest_s or 0.0) for p in o.points])
+            for o in data.owners
+        ]
+        flow = [
+            charts.Series("created", [(p.at, p.arrived) for p in data.flow]),
+            charts.Series("completed", [(p.at, p.completed) for p in data.flow]),
+        ]
+        per = "minute" if data.bucket_s == 60 else f"{data.bucket_s // 60} minutes"
+        return _page(
+            request,
+            "trends.html",
+            {
+                "reader": reader,
+                "window": window,
+                "charts": [
+                    charts.line_chart("Waiting work per owner", backlog, start, end),
+                    charts.line_chart(
+                        "Oldest waiting per owner",
+                        oldest,
+                        start,
+                        end,
+                        lambda v: age(timedelta(seconds=v)),
+                    ),
+                    charts.line_chart(f"Created and completed per {per}", flow, start, end),
+                ],
+            },
         )
 
     return await _signed_in(request, render)

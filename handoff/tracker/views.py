@@ -80,6 +80,12 @@ class OwnerCounts(_View):
     assigned: int
     overdue: int
     oldest_assigned_at: datetime | None
+    age_p50_from: datetime | None = Field(
+        None, description="half of the waiting work was assigned after this (minute sample)"
+    )
+    age_p90_from: datetime | None = Field(
+        None, description="90% of the waiting work was assigned after this (minute sample)"
+    )
 
 
 class OwnersSnapshot(_View):
@@ -127,3 +133,55 @@ class CompletedDocument(_View):
 class CompletedPage(_View):
     items: list[CompletedDocument]
     next: str | None = Field(description="pass as `after` for the next page; null at the end")
+
+
+class PipelineStage(_View):
+    """One owner as a stage of the flow, with its waiting work and its pace."""
+
+    owner: str
+    waiting: int
+    overdue: int
+    oldest_assigned_at: datetime | None
+    arrived_per_minute: float = Field(description="documents handed to it, recent average")
+    departed_per_minute: float = Field(description="documents it handed on or finished")
+    quarantined: int = Field(description="its events waiting in quarantine for a person")
+    next: list[str] = Field(description="where its work goes, most often first ('' finished)")
+
+
+class PipelineView(_View):
+    """The stages in flow order, learned from the changes of owner so far."""
+
+    as_of: datetime
+    window_minutes: int = Field(description="the pace is averaged over this many minutes")
+    created_per_minute: float
+    completed_per_minute: float
+    stages: list[PipelineStage]
+
+
+class OwnerPoint(_View):
+    at: datetime
+    assigned: int
+    overdue: int
+    oldest_s: float | None = Field(description="age of the oldest waiting document, seconds")
+
+
+class OwnerSeries(_View):
+    owner: str
+    points: list[OwnerPoint]
+
+
+class FlowPoint(_View):
+    at: datetime
+    arrived: int = Field(description="documents created in the bucket")
+    completed: int = Field(description="documents finished in the bucket")
+
+
+class Trends(_View):
+    """Backlog and oldest age per owner, arrivals and completions, over a window."""
+
+    window: str
+    bucket_s: int
+    since: datetime
+    as_of: datetime
+    owners: list[OwnerSeries]
+    flow: list[FlowPoint]
