@@ -76,7 +76,9 @@ def create_app(
         )
         await pool.open(wait=True, timeout=15)
         app.state.pool = pool
-        app.state.read_model = ReadModel(pool)
+        async with pool.connection() as conn:
+            row = await (await conn.execute(read_sql.BYTE_ORDER)).fetchone()
+        app.state.read_model = ReadModel(pool, byte_order=bool(row and row[0]))
         app.state.tracker_settings = tracker
         folding = asyncio.create_task(_maintain_forever(pool, tracker))
         try:

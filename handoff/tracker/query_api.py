@@ -22,6 +22,7 @@ from handoff.tracker.read_model import MAX_PAGE, ReadModel
 from handoff.tracker.views import (
     CompletedPage,
     DocumentView,
+    FindPage,
     HistoryPage,
     OwnerPage,
     OwnersSnapshot,
@@ -229,3 +230,46 @@ async def trends(
 ) -> Trends:
     async with _timed("trends"):
         return (await _model(request).trends(caller, window))[1]
+
+
+@router.get(
+    "/find",
+    response_model=FindPage,
+    responses=RESPONSES,
+    summary="Find documents by id prefix, owner, state, status, overdue, assigned range and "
+    "data, sorted by id, assigned or due time; each request walks a bounded stretch",
+)
+async def find(
+    request: Request,
+    caller: Reader,
+    id_prefix: Annotated[str, Query(alias="idPrefix", max_length=200)] = "",
+    owner: Annotated[ServiceName | None, Query(description="Only this owner's work")] = None,
+    state: Annotated[reads.State, Query(description="active, completed or any")] = "active",
+    status: Annotated[str | None, Query(max_length=100)] = None,
+    overdue: Annotated[bool, Query(description="Only work past its deadline")] = False,
+    assigned_since: Annotated[datetime | None, Query(alias="assignedSince")] = None,
+    assigned_until: Annotated[datetime | None, Query(alias="assignedUntil")] = None,
+    data: Annotated[
+        str | None,
+        Query(max_length=2000, description='JSON the data must contain, e.g. {"amount": 50}'),
+    ] = None,
+    sort: Annotated[reads.Sort, Query(description="id; assigned or due need an owner")] = "id",
+    order: Annotated[str, Query(pattern="^(asc|desc)$")] = "asc",
+    limit: Limit = 50,
+    after: After = None,
+) -> FindPage:
+    async with _timed("find"):
+        only = reads.FindFilter(
+            id_prefix=id_prefix,
+            owner=owner,
+            state=state,
+            status=status or None,
+            overdue=overdue,
+            assigned_since=_aware(assigned_since),
+            assigned_until=_aware(assigned_until),
+            contains=reads.parse_contains(data),
+            sort=sort,
+            descending=order == "desc",
+        )
+        model = _model(request)
+        return await model.one(caller, reads.find(only, limit, after, model.byte_order))

@@ -14,10 +14,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any, Generic, Literal, TypeVar
 
+import orjson
 from psycopg.rows import dict_row
+from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool
 
 from handoff.core.db import translated
@@ -29,7 +31,9 @@ from handoff.tracker.views import (
     CompletedDocument,
     CompletedPage,
     DocumentView,
+    FindPage,
     FlowPoint,
+    FoundDocument,
     HistoryEntry,
     HistoryPage,
     OwnerCounts,
@@ -68,8 +72,10 @@ class Query(Generic[T]):
 
 
 class ReadModel:
-    def __init__(self, pool: AsyncConnectionPool[Any]) -> None:
+    def __init__(self, pool: AsyncConnectionPool[Any], *, byte_order: bool = False) -> None:
         self._pool = pool
+        # The database sorts text by bytes (collation C): an id prefix is a closed range.
+        self.byte_order = byte_order
 
     async def read(
         self, credential: Credential, *queries: Query[Any], repeatable: bool = False
@@ -376,3 +382,119 @@ def pipeline_view(
         completed_per_minute=per_minute(flow.CREATED, "arrived"),
         stages=stages,
     )
+
+
+# -- find ------------------------------------------------------------------------------
+
+FIND_BUDGET = 5_000  # index entries one find request walks at most
+Sort = Literal["id", "assigned", "due"]
+State = Literal["active", "completed", "any"]
+_MAX_CONTAINS = 2_000
+
+
+@dataclass(frozen=True)
+class FindFilter:
+    """What Find looks for and in which order (None: any)."""
+
+    id_prefix: str = ""
+    owner: str | None = None
+    state: State = "active"
+    status: str | None = None
+    overdue: bool = False
+    assigned_since: datetime | None = None
+    assigned_until: datetime | None = None
+    contains: dict[str, Any] | None = None
+    sort: Sort = "id"
+    descending: bool = False
+
+    def __post_init__(self) -> None:
+        if self.sort not in ("id", "assigned", "due"):
+            raise InvalidRequest("sort must be id, assigned or due")
+        if self.state not in ("active", "completed", "any"):
+            raise InvalidRequest("state must be active, completed or any")
+        if self.sort != "id" and self.owner is None:
+            raise InvalidRequest(f"sorting by {self.sort} lists one owner's work: pick an owner")
+        if self.sort != "id" and self.state == "completed":
+            raise InvalidRequest(f"sorting by {self.sort} lists waiting work, not completed")
+        since, until = self.assigned_since, self.assigned_until
+        if since and until and since >= until:
+            raise InvalidRequest("assigned since must be before assigned until")
+        if len(self.id_prefix) > 200 or (self.status and len(self.status) > 100):
+            raise InvalidRequest("id prefix (200) or status (100 characters) is too long")
+        if self.contains is not None and not isinstance(self.contains, dict):
+            raise InvalidRequest('data must be a JSON object, e.g. {"amount": 50}')
+
+
+def parse_contains(text: str | None) -> dict[str, Any] | None:
+    """The data filter as typed: a JSON object the document's data must contain."""
+    if text is None or not text.strip():
+        return None
+    if len(text) > _MAX_CONTAINS:
+        raise InvalidRequest(f"data filter is longer than {_MAX_CONTAINS} characters")
+    try:
+        value = orjson.loads(text)
+    except orjson.JSONDecodeError as exc:
+        raise InvalidRequest(f'data filter is not JSON ({exc}); e.g. {{"amount": 50}}') from exc
+    if not isinstance(value, dict):
+        raise InvalidRequest('data filter must be a JSON object, e.g. {"amount": 50}')
+    return value
+
+
+def find(
+    only: FindFilter,
+    limit: int = 50,
+    after: str | None = None,
+    byte_order: bool = False,
+    budget: int = FIND_BUDGET,
+) -> Query[FindPage]:
+    """One bounded walk of the index the sort names, filtered (see read_sql FIND_WALKS)."""
+    _check_limit(limit)
+    walk = only.sort
+    if walk == "id":
+        after_id, after_run = cursors.parse_id_key(after)
+        after_at = cursors.START_AT
+    else:
+        after_at, after_id = cursors.parse_time_key(after)
+        after_run = 0
+    params: dict[str, Any] = {
+        "low": only.id_prefix,
+        "high": only.id_prefix + _PREFIX_END,
+        "prefix": only.id_prefix,
+        "owner": only.owner,
+        "state": only.state,
+        "status": only.status,
+        "overdue": only.overdue,
+        "since": only.assigned_since or cursors.START_AT,
+        "until": only.assigned_until or cursors.END_AT,
+        "filter_since": only.assigned_since,
+        "filter_until": only.assigned_until,
+        "due_before": datetime.now(UTC) if only.overdue else cursors.END_AT,
+        "contains": Jsonb(only.contains) if only.contains is not None else None,
+        "after_id": after_id,
+        "after_run": after_run,
+        "after_at": after_at,
+        "budget": budget,
+        "limit": limit,
+    }
+    sql = q.find(walk, only.descending, after is not None, byte_order and bool(only.id_prefix))
+
+    def key(document_id: str, run_id: int, assigned_at: Any, due_at: Any) -> str:
+        if walk == "id":
+            return cursors.id_key(document_id, run_id)
+        return cursors.time_key(assigned_at if walk == "assigned" else due_at, document_id)
+
+    def answer(rows: Rows) -> FindPage:
+        scanned = int(rows[0]["scanned"]) if rows else 0
+        items = [FoundDocument.model_validate(r) for r in rows if r["document_id"] is not None]
+        if len(items) == limit:
+            last = items[-1]
+            nxt = key(last.document_id, last.run_id, last.assigned_at, last.due_at)
+        elif scanned == budget:  # stopped at the bound: continue from the last walked
+            r = rows[0]
+            nxt = key(r["last_document_id"], r["last_run_id"], r["last_assigned_at"],
+                      r["last_due_at"])  # fmt: skip
+        else:
+            nxt = None
+        return FindPage(items=items, scanned=scanned, next=nxt)
+
+    return Query(sql, params, answer)

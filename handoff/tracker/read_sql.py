@@ -196,7 +196,95 @@ SELECT {_REJECTION_COLUMNS}
  LIMIT %(limit)s
 """
 
+# Does the database sort text by bytes? Then an id prefix is a closed range.
+BYTE_ORDER = """
+SELECT datcollate IN ('C', 'POSIX') FROM pg_database WHERE datname = current_database()
+"""
+
 # Maintenance, run by the tracker as the owner role (not as the reader).
 FOLD_DUE_COUNTS = "SELECT handoff.fold_due_counts()"
 FOLD_FLOW = "SELECT handoff.fold_flow(%(limit)s) AS folded"
 SAMPLE_OWNERS = "SELECT handoff.sample_owners()"
+
+
+# -- find --------------------------------------------------------------------------------
+# Find walks ONE index in its order, at most %(budget)s entries per request,
+# and filters what it walked: the cost of a request is bounded by the budget
+# whatever the filters, and a page that is not full after the budget says
+# how far it got (its cursor continues from there). The walks:
+#   id        the primary key (tenant, document_id, run_id): every run, active
+#             or finished; an id prefix is a range on it
+#   assigned  document_state_by_owner (tenant, owner, assigned_at, id): one
+#             owner's waiting work; an assigned-at range is a range on it
+#   due       document_state_by_owner_due (tenant, owner, due_at, id): one
+#             owner's work with a deadline; "overdue" is a range on it
+FIND_WALKS = {
+    "id": (
+        f"tenant_id = {_TENANT} AND document_id >= %(low)s",
+        "document_id {d}, run_id {d}",
+        "(document_id, run_id) {op} (%(after_id)s, %(after_run)s)",
+    ),
+    "assigned": (
+        f"tenant_id = {_TENANT} AND owner = %(owner)s AND assigned_at >= %(since)s"
+        " AND assigned_at < %(until)s",
+        "assigned_at {d}, document_id {d}",
+        "(assigned_at, document_id) {op} (%(after_at)s, %(after_id)s)",
+    ),
+    "due": (
+        f"tenant_id = {_TENANT} AND owner = %(owner)s AND due_at IS NOT NULL"
+        " AND due_at < %(due_before)s",
+        "due_at {d}, document_id {d}",
+        "(due_at, document_id) {op} (%(after_at)s, %(after_id)s)",
+    ),
+}
+# Below the prefix's range end (byte order): only where the database sorts
+# text by bytes (collation C, as `handoff stack` creates it); elsewhere the
+# walk has no upper end and the budget bounds it.
+FIND_ID_HIGH = " AND document_id < %(high)s"
+FIND_FILTERS = """
+   starts_with(document_id, %(prefix)s)
+   AND (%(owner)s::text IS NULL OR owner = %(owner)s)
+   AND (%(state)s = 'any' OR (%(state)s = 'active') = (owner IS NOT NULL))
+   AND (%(status)s::text IS NULL OR status = %(status)s)
+   AND (NOT %(overdue)s OR (owner IS NOT NULL AND due_at < now()))
+   AND (%(filter_since)s::timestamptz IS NULL OR assigned_at >= %(filter_since)s)
+   AND (%(filter_until)s::timestamptz IS NULL OR assigned_at < %(filter_until)s)
+   AND (%(contains)s::jsonb IS NULL OR data @> %(contains)s::jsonb)
+"""
+
+
+def find(walk: str, descending: bool, after: bool, high: bool) -> str:
+    """The statement of one find walk: what it walked, then the page of matches.
+
+    One row per match, each carrying how many entries were walked and the
+    walk's last key; one row with NULL match columns when nothing matched.
+    """
+    bounds, order, cursor = FIND_WALKS[walk]
+    where = bounds + (FIND_ID_HIGH if high and walk == "id" else "")
+    if after:
+        where += " AND " + cursor.format(op="<" if descending else ">")
+    forward = order.format(d="DESC" if descending else "ASC")
+    backward = order.format(d="ASC" if descending else "DESC")
+    return f"""
+WITH walk AS MATERIALIZED (
+    SELECT document_id, run_id, owner, status, version, assigned_at, due_at, updated_at,
+           completed_at, data
+      FROM handoff.document_state
+     WHERE {where}
+     ORDER BY {forward}
+     LIMIT %(budget)s
+)
+SELECT w.scanned, l.*, m.*
+  FROM (SELECT count(*) AS scanned FROM walk) w
+  LEFT JOIN LATERAL (
+      SELECT document_id AS last_document_id, run_id AS last_run_id,
+             assigned_at AS last_assigned_at, due_at AS last_due_at
+        FROM walk ORDER BY {backward} LIMIT 1) l ON true
+  LEFT JOIN LATERAL (
+      SELECT document_id, run_id, owner, status, version, assigned_at, due_at, updated_at,
+             completed_at, data, coalesce(owner IS NOT NULL AND due_at < now(), false) AS overdue
+        FROM walk
+       WHERE {FIND_FILTERS}
+       ORDER BY {forward}
+       LIMIT %(limit)s) m ON true
+"""

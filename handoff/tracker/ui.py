@@ -330,6 +330,56 @@ async def rejections(
     return await _signed_in(request, render)
 
 
+_FIND_FIELDS = ("idPrefix", "owner", "state", "status", "overdue", "assignedSince",
+                "assignedUntil", "data", "sort", "order")  # fmt: skip
+
+
+@router.get("/find", response_class=HTMLResponse)
+async def find(request: Request, after: str | None = None) -> Response:
+    """Find documents by id prefix, owner, state, status, deadline, assignment time and data."""
+
+    async def render(credential: Credential) -> Response:
+        form = {k: request.query_params.get(k, "").strip() for k in _FIND_FIELDS}
+        owner = _valid(_OWNER, form["owner"], "owner") if form["owner"] else None
+        sort = form["sort"] or ("assigned" if owner else "id")
+        only = reads.FindFilter(
+            id_prefix=form["idPrefix"][:200],
+            owner=owner,
+            state=form["state"] or "active",  # type: ignore[arg-type]
+            status=form["status"] or None,
+            overdue=form["overdue"] in ("1", "on", "true"),
+            assigned_since=_when(form["assignedSince"], "assigned since"),
+            assigned_until=_when(form["assignedUntil"], "assigned until"),
+            contains=reads.parse_contains(form["data"]),
+            sort=sort,  # type: ignore[arg-type]
+            descending=form["order"] == "desc",
+        )
+        model = _model(request)
+        reader, (page, snapshot) = await model.read(
+            credential, reads.find(only, 50, after, model.byte_order), reads.owners()
+        )
+        kept = {k: v for k, v in form.items() if v and k not in ("sort", "order")}
+        return _page(
+            request,
+            "find.html",
+            {
+                "reader": reader,
+                "page": page,
+                "form": form,
+                "sort": sort,
+                "descending": only.descending,
+                "owners": [c.owner for c in snapshot.owners],
+                "query": urllib.parse.urlencode({**kept, "sort": sort, "order": form["order"]}),
+                "kept": urllib.parse.urlencode(kept),
+                "first_page": after is None,
+                "now": snapshot.as_of,
+                "budget": reads.FIND_BUDGET,
+            },
+        )
+
+    return await _signed_in(request, render)
+
+
 @router.get("/completed", response_class=HTMLResponse)
 async def completed(
     request: Request,

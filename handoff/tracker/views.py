@@ -185,3 +185,27 @@ class Trends(_View):
     as_of: datetime
     owners: list[OwnerSeries]
     flow: list[FlowPoint]
+
+
+class FoundDocument(_View):
+    """A document (run) as Find lists it, active or finished."""
+
+    document_id: str
+    run_id: int
+    owner: str | None
+    status: str
+    version: int
+    assigned_at: datetime | None
+    due_at: datetime | None
+    updated_at: datetime
+    completed_at: datetime | None
+    overdue: bool
+
+
+class FindPage(_View):
+    """Matches in the order asked for. A request walks a bounded number of entries:
+    a page that is not full but has ``next`` stopped at that bound, not at the end."""
+
+    items: list[FoundDocument]
+    scanned: int = Field(description="index entries this request walked")
+    next: str | None = Field(description="pass as `after` to continue; null at the end")
