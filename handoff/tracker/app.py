@@ -80,6 +80,7 @@ def create_app(
             row = await (await conn.execute(read_sql.BYTE_ORDER)).fetchone()
         app.state.read_model = ReadModel(pool, byte_order=bool(row and row[0]))
         app.state.tracker_settings = tracker
+        app.state.settings = settings
         folding = asyncio.create_task(_maintain_forever(pool, tracker))
         try:
             yield

@@ -16,6 +16,7 @@ from fastapi import APIRouter, Path, Query, Request
 from prometheus_client import Histogram
 
 from handoff.core.models import Identifier, ServiceName
+from handoff.tracker import operate
 from handoff.tracker import read_model as reads
 from handoff.tracker.auth import Reader
 from handoff.tracker.read_model import MAX_PAGE, ReadModel
@@ -273,3 +274,15 @@ async def find(
         )
         model = _model(request)
         return await model.one(caller, reads.find(only, limit, after, model.byte_order))
+
+
+@router.get(
+    "/operate",
+    response_model=operate.OperateView,
+    responses=RESPONSES,
+    summary="Relay backlog, consumer lag, quarantined events and unresolved effects",
+)
+async def operate_state(request: Request, caller: Reader) -> operate.OperateView:
+    async with _timed("operate"):
+        view = await operate.operate_view(_model(request), caller, request.app.state.settings)
+        return view[1]

@@ -196,6 +196,31 @@ SELECT {_REJECTION_COLUMNS}
  LIMIT %(limit)s
 """
 
+# -- operate ----------------------------------------------------------------------------
+
+RELAY_BACKLOG = "SELECT pending, oldest_pending_at, parked FROM handoff.relay_backlog(%(cap)s)"
+TENANT_SERVICES = "SELECT name FROM handoff.reader_services() AS name"
+
+# Quarantined events waiting for a person, newest first.
+QUARANTINE_PENDING = f"""
+SELECT id, consumer, event_id, event_type, document_id, run_id, version, category, attempts,
+       status, first_failed_at, last_failed_at, left(error, 300) AS error
+  FROM handoff.quarantine
+ WHERE tenant_id = {_TENANT} AND status IN ('open', 'retry')
+ ORDER BY id DESC
+ LIMIT %(limit)s
+"""
+
+# Effects whose outcome nobody could establish, newest first: effect_intents_unresolved.
+EFFECTS_UNRESOLVED = f"""
+SELECT id, consumer, effect, document_id, run_id, state, attempts, lookups, provider_ref,
+       owner, left(error, 300) AS error, updated_at
+  FROM handoff.effect_intents
+ WHERE tenant_id = {_TENANT} AND reconciliation = 'unresolved'
+ ORDER BY id DESC
+ LIMIT %(limit)s
+"""
+
 # Does the database sort text by bytes? Then an id prefix is a closed range.
 BYTE_ORDER = """
 SELECT datcollate IN ('C', 'POSIX') FROM pg_database WHERE datname = current_database()

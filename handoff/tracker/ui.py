@@ -23,13 +23,18 @@ from handoff.core.errors import (
     CONTRACT_ERRORS,
     ContractError,
     DocumentNotFound,
+    EffectNotFound,
+    EffectNotUnresolved,
     HandoffError,
     InvalidRequest,
+    NotPermitted,
+    QuarantineEntryClosed,
+    QuarantineEntryNotFound,
     Unauthenticated,
 )
 from handoff.core.identity import Credential
 from handoff.core.models import Identifier, ServiceName
-from handoff.tracker import charts, timeline, ui_actions
+from handoff.tracker import charts, operate, timeline, ui_actions
 from handoff.tracker import read_model as reads
 from handoff.tracker.auth import COOKIE
 from handoff.tracker.read_model import ReadModel
@@ -110,10 +115,22 @@ async def _signed_in(request: Request, render: Page) -> Response:
         return _page(request, "error.html", {"title": "Not valid", "message": str(error)}, 422)
     except ContractError as error:  # an action the contract refused: nothing changed
         back = request.url.path.removesuffix("/handoff")
+        if back.startswith("/operate/"):
+            back = "/operate"
+        status = 403 if isinstance(error, NotPermitted) else 409
         return _page(
             request,
             "error.html",
             {"title": f"Refused: {error.code}", "message": str(error), "back": back},
+            status,
+        )
+    except (QuarantineEntryNotFound, EffectNotFound) as error:
+        return _page(request, "error.html", {"title": "Not found", "message": str(error)}, 404)
+    except (QuarantineEntryClosed, EffectNotUnresolved) as error:  # someone decided meanwhile
+        return _page(
+            request,
+            "error.html",
+            {"title": f"Refused: {error.code}", "message": str(error), "back": "/operate"},
             409,
         )
 
@@ -197,6 +214,55 @@ async def trends(request: Request, window: str = "hour") -> Response:
         )
 
     return await _signed_in(request, render)
+
+
+@router.get("/operate", response_class=HTMLResponse)
+async def operate_page(request: Request) -> Response:
+    """Relay backlog, consumer lag, quarantine and unresolved effects, with actions."""
+
+    async def render(credential: Credential) -> Response:
+        reader, view = await operate.operate_view(
+            _model(request), credential, request.app.state.settings
+        )
+        forms = {
+            **{f"quarantine/{q.id}": operate.new_form(credential, f"quarantine/{q.id}")
+               for q in view.quarantine if q.consumer == reader.service},
+            **{f"effect/{x.id}": operate.new_form(credential, f"effect/{x.id}")
+               for x in view.unresolved_effects if x.owner == reader.service},
+        }  # fmt: skip
+        return _page(
+            request,
+            "operate.html",
+            {
+                "reader": reader,
+                "view": view,
+                "forms": forms,
+                "done": request.query_params.get("done"),
+                "cap": operate.BACKLOG_CAP,
+            },
+        )
+
+    return await _signed_in(request, render)
+
+
+@router.post("/operate/quarantine/{entry_id}/{action}", response_class=HTMLResponse)
+async def operate_quarantine(request: Request, entry_id: int, action: str) -> Response:
+    async def act(credential: Credential) -> Response:
+        reader, _ = await _model(request).read(credential)
+        done = await operate.act_on_quarantine(request, credential, reader, entry_id, action)
+        return RedirectResponse(f"/operate?done={urllib.parse.quote(done)}", status_code=303)
+
+    return await _signed_in(request, act)
+
+
+@router.post("/operate/effects/{intent_id}/resolve", response_class=HTMLResponse)
+async def operate_effect(request: Request, intent_id: int) -> Response:
+    async def act(credential: Credential) -> Response:
+        reader, _ = await _model(request).read(credential)
+        done = await operate.act_on_effect(request, credential, reader, intent_id)
+        return RedirectResponse(f"/operate?done={urllib.parse.quote(done)}", status_code=303)
+
+    return await _signed_in(request, act)
 
 
 @router.get("/ui/owner-cards", response_class=HTMLResponse)

@@ -221,12 +221,39 @@ BEGIN
 END
 $$;
 
+-- For the operate page. The relay is shared by every tenant, so its backlog
+-- is the system's (pending rows capped at p_cap: counting is a walk of the
+-- pending index; the oldest is its first entry); parked rows are the
+-- reader's tenant's own. SECURITY DEFINER: the reader cannot read the outbox.
+CREATE FUNCTION handoff.relay_backlog(p_cap integer DEFAULT 100000)
+RETURNS TABLE (pending bigint, oldest_pending_at timestamptz, parked bigint)
+LANGUAGE sql STABLE SECURITY DEFINER
+AS $$
+    SELECT (SELECT count(*) FROM (SELECT 1 FROM handoff.outbox
+                                   WHERE published_at IS NULL AND parked_at IS NULL
+                                   LIMIT p_cap) AS p),
+           (SELECT created_at FROM handoff.outbox
+             WHERE published_at IS NULL AND parked_at IS NULL ORDER BY id LIMIT 1),
+           (SELECT count(*) FROM handoff.outbox
+             WHERE tenant_id = current_setting('handoff.tenant', true) AND parked_at IS NOT NULL)
+$$;
+
+-- The reader's tenant's services (their consumer groups are looked up in Kafka).
+CREATE FUNCTION handoff.reader_services()
+RETURNS SETOF text
+LANGUAGE sql STABLE SECURITY DEFINER
+AS $$
+    SELECT name FROM handoff.services
+     WHERE tenant_id = current_setting('handoff.tenant', true) ORDER BY name
+$$;
+
 GRANT SELECT ON handoff.flow_minutes, handoff.flow_edges, handoff.owner_samples,
-                handoff.quarantine TO handoff_reader;
+                handoff.quarantine, handoff.effect_intents TO handoff_reader;
 ALTER TABLE handoff.flow_minutes ENABLE ROW LEVEL SECURITY;
 ALTER TABLE handoff.flow_edges ENABLE ROW LEVEL SECURITY;
 ALTER TABLE handoff.owner_samples ENABLE ROW LEVEL SECURITY;
 ALTER TABLE handoff.quarantine ENABLE ROW LEVEL SECURITY;
+ALTER TABLE handoff.effect_intents ENABLE ROW LEVEL SECURITY;
 CREATE POLICY tenant_reader ON handoff.flow_minutes FOR SELECT TO handoff_reader
     USING (tenant_id = current_setting('handoff.tenant', true));
 CREATE POLICY tenant_reader ON handoff.flow_edges FOR SELECT TO handoff_reader
@@ -235,6 +262,10 @@ CREATE POLICY tenant_reader ON handoff.owner_samples FOR SELECT TO handoff_reade
     USING (tenant_id = current_setting('handoff.tenant', true));
 CREATE POLICY tenant_reader ON handoff.quarantine FOR SELECT TO handoff_reader
     USING (tenant_id = current_setting('handoff.tenant', true));
+CREATE POLICY tenant_reader ON handoff.effect_intents FOR SELECT TO handoff_reader
+    USING (tenant_id = current_setting('handoff.tenant', true));
 
-REVOKE ALL ON FUNCTION handoff.fold_flow, handoff.sample_owners FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION handoff.owner_waiting TO handoff_reader;
+REVOKE ALL ON FUNCTION handoff.fold_flow, handoff.sample_owners, handoff.relay_backlog,
+                       handoff.reader_services FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION handoff.owner_waiting, handoff.relay_backlog, handoff.reader_services
+    TO handoff_reader;

@@ -1,0 +1,232 @@
+"""The operate page: is anything stuck, and acting on it (DESIGN.md "Tracker").
+
+It shows the relay's backlog and its oldest unpublished change, each of the
+tenant's consumers' lag in Kafka, the quarantined events and the effects
+waiting for a person. A signed-in service may act on what is its own: retry
+or discard its consumer's quarantined events, resolve its unresolved
+effects. The actions are the same functions as ``handoff quarantine`` and
+``handoff effects resolve`` (run in a thread: they are blocking and rare),
+so every one is recorded in the entry's audit trail with who and why.
+
+Each form carries a token bound to the credential and the entry (as the
+document page's handoff form does): another site cannot post it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import hmac
+import logging
+import secrets
+import urllib.parse
+from collections.abc import Callable
+from datetime import datetime
+from typing import Any
+
+import psycopg
+from fastapi import Request
+from pydantic import Field
+
+from handoff.core import effects, quarantine
+from handoff.core.errors import (
+    EffectNotFound,
+    HandoffError,
+    InvalidRequest,
+    NotPermitted,
+    QuarantineEntryNotFound,
+)
+from handoff.core.identity import Credential
+from handoff.core.settings import HandoffSettings
+from handoff.tracker import kafka_lag
+from handoff.tracker import read_sql as q
+from handoff.tracker.read_model import Query, Reader, ReadModel, Rows
+from handoff.tracker.views import _View
+
+log = logging.getLogger("handoff.tracker")
+BACKLOG_CAP = 100_000  # pending outbox rows counted at most (a walk of the pending index)
+LISTED = 100
+
+
+class RelayBacklog(_View):
+    pending: int = Field(description=f"unpublished changes, counted up to {BACKLOG_CAP:,}")
+    capped: bool = Field(description="there are at least this many; counting stopped")
+    oldest_pending_at: datetime | None
+    parked: int = Field(description="this tenant's changes the relay could not serialise")
+
+
+class ConsumerLag(_View):
+    consumer: str
+    group: str
+    lag: int | None = Field(description="events not yet taken; null: nothing committed yet")
+    partitions: int
+
+
+class QuarantinedEvent(_View):
+    id: int
+    consumer: str
+    event_id: str | None
+    event_type: str | None
+    document_id: str | None
+    run_id: int | None
+    version: int | None
+    category: str
+    attempts: int
+    status: str
+    first_failed_at: datetime
+    last_failed_at: datetime
+    error: str
+
+
+class UnresolvedEffect(_View):
+    id: int
+    consumer: str
+    effect: str
+    document_id: str
+    run_id: int
+    state: str
+    attempts: int
+    lookups: int
+    provider_ref: str | None
+    owner: str
+    error: str | None
+    updated_at: datetime
+
+
+class OperateView(_View):
+    as_of: datetime
+    relay: RelayBacklog
+    consumers: list[ConsumerLag]
+    kafka_error: str | None = Field(description="why consumer lag could not be read")
+    quarantine: list[QuarantinedEvent]
+    unresolved_effects: list[UnresolvedEffect]
+
+
+def _models(kind: type[_View]) -> Callable[[Rows], list[Any]]:
+    return lambda rows: [kind.model_validate(r) for r in rows]
+
+
+async def operate_view(
+    model: ReadModel, credential: Credential, settings: HandoffSettings
+) -> tuple[Reader, OperateView]:
+    """One reader snapshot of the database side, then the lag from Kafka."""
+    reader, (backlog, services, held, unresolved, now) = await model.read(
+        credential,
+        Query(q.RELAY_BACKLOG, {"cap": BACKLOG_CAP}, lambda rows: rows[0]),
+        Query(q.TENANT_SERVICES, {}, lambda rows: [r["name"] for r in rows]),
+        Query(q.QUARANTINE_PENDING, {"limit": LISTED}, _models(QuarantinedEvent)),
+        Query(q.EFFECTS_UNRESOLVED, {"limit": LISTED}, _models(UnresolvedEffect)),
+        Query("SELECT now() AS now", {}, lambda rows: rows[0]["now"]),
+    )
+    lags: list[ConsumerLag] = []
+    kafka_error = None
+    try:
+        found = await asyncio.to_thread(
+            kafka_lag.consumer_lag, settings.kafka_bootstrap, reader.tenant, services
+        )
+        lags = [ConsumerLag(**vars(g)) for g in found if g.lag is not None]
+    except (kafka_lag.KafkaException, TimeoutError) as exc:  # the page still shows the rest
+        log.warning("consumer lag unavailable: %s", exc)
+        kafka_error = "Kafka did not answer; consumer lag is unknown right now"
+    relay = RelayBacklog(
+        pending=backlog["pending"],
+        capped=backlog["pending"] >= BACKLOG_CAP,
+        oldest_pending_at=backlog["oldest_pending_at"],
+        parked=backlog["parked"],
+    )
+    view = OperateView(
+        as_of=now,
+        relay=relay,
+        consumers=lags,
+        kafka_error=kafka_error,
+        quarantine=held,
+        unresolved_effects=unresolved,
+    )
+    return reader, view
+
+
+# -- actions ---------------------------------------------------------------------------
+
+
+def action_token(credential: Credential, subject: str, nonce: str) -> str:
+    message = f"operate\x1f{subject}\x1f{nonce}".encode()
+    return hmac.new(credential.secret.encode(), message, hashlib.sha256).hexdigest()
+
+
+def new_form(credential: Credential, subject: str) -> dict[str, str]:
+    nonce = secrets.token_hex(8)
+    return {"nonce": nonce, "token": action_token(credential, subject, nonce)}
+
+
+async def _form(request: Request, credential: Credential, subject: str) -> dict[str, str]:
+    raw = urllib.parse.parse_qs((await request.body()).decode(errors="replace"))
+    form = {k: (v[0] if v else "").strip() for k, v in raw.items()}
+    expected = action_token(credential, subject, form.get("nonce", ""))
+    if not form.get("nonce") or not hmac.compare_digest(expected, form.get("token", "")):
+        raise NotPermitted("this form was not issued to you for this entry; reload the page")
+    if not form.get("reason"):
+        raise InvalidRequest("say why: the reason is recorded in the entry's audit trail")
+    return form
+
+
+async def act_on_quarantine(
+    request: Request, credential: Credential, reader: Reader, entry_id: int, action: str
+) -> str:
+    """Retry or discard one of the signed-in service's quarantined events."""
+    if action not in ("retry", "discard"):
+        raise InvalidRequest("action must be retry or discard")
+    form = await _form(request, credential, f"quarantine/{entry_id}")
+    settings: HandoffSettings = request.app.state.settings
+
+    def act() -> None:
+        with psycopg.connect(settings.database_url, autocommit=True) as conn:
+            entry = quarantine.show_entry(conn, entry_id).fields
+            what = f"quarantine entry {entry_id}"
+            _own(reader, entry["tenant_id"], entry["consumer"], what, QuarantineEntryNotFound)
+            decide = quarantine.request_retry if action == "retry" else quarantine.discard
+            decide(conn, entry_id, actor=_actor(reader), reason=form["reason"])
+
+    await asyncio.to_thread(act)
+    return f"quarantine entry {entry_id}: {'retry requested' if action == 'retry' else 'discarded'}"
+
+
+async def act_on_effect(
+    request: Request, credential: Credential, reader: Reader, intent_id: int
+) -> str:
+    """Resolve one of the signed-in service's unresolved effects."""
+    form = await _form(request, credential, f"effect/{intent_id}")
+    outcome = form.get("outcome", "")
+    if outcome not in effects.DECISIONS:
+        raise InvalidRequest(f"outcome must be one of {', '.join(effects.DECISIONS)}")
+    settings: HandoffSettings = request.app.state.settings
+
+    def act() -> None:
+        with psycopg.connect(settings.database_url, autocommit=True) as conn:
+            intent = effects.show_intent(conn, intent_id).fields
+            _own(
+                reader, intent["tenant_id"], intent["owner"], f"effect {intent_id}", EffectNotFound
+            )
+            effects.resolve(
+                conn,
+                intent_id,
+                outcome=outcome,
+                actor=_actor(reader),
+                reason=form["reason"],
+                provider_ref=form.get("provider_ref") or None,
+            )
+
+    await asyncio.to_thread(act)
+    return f"effect {intent_id}: resolved as {outcome}"
+
+
+def _own(reader: Reader, tenant: str, owner: str, what: str, missing: type[HandoffError]) -> None:
+    # Another tenant's entry is "not found" (nothing about it leaks); another
+    # service's entry in the same tenant is visible on the page but not ours to act on.
+    if tenant != reader.tenant:
+        raise missing(f"no {what}")
+    if owner != reader.service:
+        raise NotPermitted(f"{what} belongs to {owner}; only {owner} may act on it")
+
+
+def _actor(reader: Reader) -> str:
+    return f"{reader.service} (tracker)"
