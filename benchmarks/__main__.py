@@ -285,8 +285,30 @@ def bench_tracker(sizes: list[int], runs: int) -> str:
             for r in results
         ],
     )
+    flow_kinds = ("pipeline", "trends_hour", "trends_day", "find_prefix", "find_overdue",
+                  "find_data", "operate")  # fmt: skip
+    flow = markdown_table(
+        [
+            "active documents",
+            "pipeline",
+            "charts, hour",
+            "charts, day",
+            "find id prefix",
+            "find owner overdue by due",
+            "find data (walks the bound)",
+            "operate (with Kafka lag)",
+            "minute sample s",
+        ],
+        [
+            [f"{r.documents:,}", *(cell(r.flow[k]) for k in flow_kinds), f"{r.sample_s:.3f}"]
+            for r in results
+        ],
+    )
     return (
         read_model
+        + "\n\nFlow, find and operate reads (read model, p50 / p99 ms), and one minute "
+        + "sample of every tenant's waiting work (the tracker's background job):\n"
+        + flow
         + "\n\nThe same reads over HTTP (a real handoff serve on loopback; "
         + "client-timed p50 / p99 ms):\n"
         + http

@@ -34,6 +34,7 @@ from handoff.core.services import add_service, remove_service
 from handoff.core.settings import HandoffSettings
 from handoff.stack.layout import pick_port
 from handoff.stack.procs import wait_until
+from handoff.tracker import operate
 from handoff.tracker import read_model as reads
 from handoff.tracker.read_model import ReadModel
 
@@ -72,8 +73,36 @@ SELECT tenant_id, owner, 0, count(*) FROM handoff.document_state
  WHERE tenant_id = %(tenant)s AND owner IS NOT NULL GROUP BY tenant_id, owner
 """
 
+# A day of flow for the pipeline and the charts: a chain of the 50 owners
+# (created -> owner-00 -> ... -> owner-49 -> completed), every minute; then
+# the edges summed, and a day of minute samples copied from one real sample.
+LOAD_FLOW = """
+INSERT INTO handoff.flow_minutes (tenant_id, minute, from_owner, to_owner, n)
+SELECT %(tenant)s, date_bin('1 minute', now() - m * interval '1 minute',
+                            timestamptz '2000-01-01 00:00:00+00'),
+       CASE WHEN k = 0 THEN '' ELSE 'owner-' || lpad((k - 1)::text, 2, '0') END,
+       CASE WHEN k = %(owners)s THEN '' ELSE 'owner-' || lpad(k::text, 2, '0') END,
+       1 + (random() * 20)::int
+  FROM generate_series(0, 1439) AS m, generate_series(0, %(owners)s) AS k
+"""
+LOAD_EDGES = """
+INSERT INTO handoff.flow_edges (tenant_id, from_owner, to_owner, n, last_at)
+SELECT tenant_id, from_owner, to_owner, sum(n), max(minute) FROM handoff.flow_minutes
+ WHERE tenant_id = %(tenant)s GROUP BY 1, 2, 3
+"""
+SAMPLE = "SELECT handoff.sample_owners(interval '0 seconds')"
+LOAD_SAMPLES = """
+INSERT INTO handoff.owner_samples (tenant_id, sampled_at, owner, assigned, overdue,
+                                   oldest_assigned_at, age_p50_from, age_p90_from, coarse)
+SELECT tenant_id, sampled_at - m * interval '1 minute', owner, assigned, overdue,
+       oldest_assigned_at, age_p50_from, age_p90_from, m %% 10 = 0
+  FROM handoff.owner_samples, generate_series(1, 1439) AS m
+ WHERE tenant_id = %(tenant)s
+"""
+
 FOLD = "SELECT handoff.fold_due_counts()"
-ANALYZE = "ANALYZE handoff.document_state, handoff.owner_counts, handoff.owner_due_counts"
+ANALYZE = """ANALYZE handoff.document_state, handoff.owner_counts, handoff.owner_due_counts,
+                   handoff.flow_minutes, handoff.flow_edges, handoff.owner_samples"""
 
 # The baseline: the same per-owner answer computed by scanning the documents.
 GROUP_BY = """
@@ -87,6 +116,9 @@ CLEAN = [
     "DELETE FROM handoff.document_state WHERE tenant_id = %(tenant)s",
     "DELETE FROM handoff.owner_counts WHERE tenant_id = %(tenant)s",
     "DELETE FROM handoff.owner_due_counts WHERE tenant_id = %(tenant)s",
+    "DELETE FROM handoff.flow_minutes WHERE tenant_id = %(tenant)s",
+    "DELETE FROM handoff.flow_edges WHERE tenant_id = %(tenant)s",
+    "DELETE FROM handoff.owner_samples WHERE tenant_id = %(tenant)s",
 ]
 
 
@@ -108,6 +140,8 @@ class SizeResult:
     completed: Timing
     completed_prefix: Timing
     group_by: Timing
+    flow: dict[str, Timing] = field(default_factory=dict)
+    sample_s: float = 0.0  # one sample_owners() round, every tenant (the tracker's minute job)
     http: dict[str, Timing] = field(default_factory=dict)
 
 
@@ -129,7 +163,9 @@ def _bulk(conn: psycopg.Connection[Any], statement: str, params: dict[str, Any])
             time.sleep(0.5 * attempt)
 
 
-def load(settings: HandoffSettings, tenant: str, documents: int, progress: Any) -> Credential:
+def load(
+    settings: HandoffSettings, tenant: str, documents: int, progress: Any
+) -> tuple[Credential, float]:
     with psycopg.connect(settings.database_url, autocommit=True) as conn:
         viewer = add_service(conn, "viewer", tenant=tenant)
         step = 100_000
@@ -142,8 +178,15 @@ def load(settings: HandoffSettings, tenant: str, documents: int, progress: Any) 
             _bulk(conn, LOAD_DONE, {"tenant": tenant, "first": first, "last": last})
         conn.execute(COUNTS, {"tenant": tenant})
         conn.execute(FOLD)
+        conn.execute(LOAD_FLOW, {"tenant": tenant, "owners": OWNERS})
+        conn.execute(LOAD_EDGES, {"tenant": tenant})
         conn.execute(ANALYZE)
-    return viewer
+        started = time.perf_counter()
+        conn.execute(SAMPLE)
+        sample_s = time.perf_counter() - started
+        conn.execute(LOAD_SAMPLES, {"tenant": tenant})
+        conn.execute(ANALYZE)
+    return viewer, sample_s
 
 
 def clean(settings: HandoffSettings, tenant: str) -> None:
@@ -181,6 +224,13 @@ class Picks:
     def document(self) -> str:
         return f"doc-{self.rng.randint(1, self.documents)}"
 
+    def prefix(self) -> str:
+        """The start of an active document's id: 'doc-' and its first three digits."""
+        return f"doc-{self.rng.randint(1, self.documents)}"[:7]
+
+    def amount(self) -> int:
+        return self.rng.randint(0, 996)
+
     def done_prefix(self) -> str:
         """The start of a finished document's id: 'done-' and its first three digits."""
         return f"done-{self.rng.randint(1, max(self.documents // 2, 1))}"[:8]
@@ -188,7 +238,7 @@ class Picks:
 
 async def _measure(
     settings: HandoffSettings, tenant: str, viewer: Credential, documents: int, runs: int
-) -> dict[str, Timing]:
+) -> dict[str, Any]:
     pick = Picks(documents, seed=documents)
     async with AsyncConnectionPool(
         settings.database_url, min_size=1, max_size=2, kwargs={"autocommit": True}, open=False
@@ -215,7 +265,31 @@ async def _measure(
                 await (await conn.execute(GROUP_BY, {"tenant": tenant})).fetchall()
 
         result["group_by"] = await _time(group_by, scans)
-    return result
+        flow = {
+            "pipeline": await _time(lambda: model.pipeline(viewer), runs),
+            "trends_hour": await _time(lambda: model.trends(viewer, "hour"), runs),
+            "trends_day": await _time(lambda: model.trends(viewer, "day"), runs),
+            "find_prefix": await _time(
+                lambda: model.one(viewer, reads.find(reads.FindFilter(id_prefix=pick.prefix()))),
+                runs,
+            ),
+            "find_overdue": await _time(
+                lambda: model.one(
+                    viewer,
+                    reads.find(reads.FindFilter(owner=pick.owner(), sort="due", overdue=True)),
+                ),
+                runs,
+            ),
+            # The worst case: 1 in 997 matches, so every request walks the whole bound.
+            "find_data": await _time(
+                lambda: model.one(
+                    viewer, reads.find(reads.FindFilter(contains={"amount": pick.amount()}))
+                ),
+                runs,
+            ),
+            "operate": await _time(lambda: operate.operate_view(model, viewer, settings), runs),
+        }
+    return {**result, "flow": flow}
 
 
 @contextmanager
@@ -285,12 +359,12 @@ def run(
             say(f"  {documents:,} documents: loading…")
             started = time.perf_counter()
             try:
-                viewer = load(settings, tenant, documents, lambda n: None)
+                viewer, sample_s = load(settings, tenant, documents, lambda n: None)
                 load_s = time.perf_counter() - started
                 say(f"    loaded in {load_s:.1f} s; timing {runs} reads of each kind…")
                 timed = asyncio.run(_measure(settings, tenant, viewer, documents, runs))
                 http = _http(url, viewer, documents, runs)
             finally:
                 clean(settings, tenant)
-            results.append(SizeResult(documents, load_s, **timed, http=http))
+            results.append(SizeResult(documents, load_s, **timed, sample_s=sample_s, http=http))
     return results

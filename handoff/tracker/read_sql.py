@@ -116,18 +116,32 @@ SELECT consumer, count(*)::bigint AS quarantined
  GROUP BY consumer
 """
 
-# Each owner's samples over a window, in buckets: the largest backlog and
-# overdue count and the oldest age seen in each bucket.
-SAMPLES_OVER_TIME = f"""
+# The samples over a window of the owners with the most waiting work now
+# (%(owners)s of them): the largest backlog and overdue count and the oldest
+# age seen in each bucket. A day reads only the coarse samples (one per owner
+# per 10 minutes: owner_samples_coarse); an hour reads every minute's.
+_SAMPLES_OVER_TIME = """
+WITH latest AS (
+    SELECT max(sampled_at) AS at FROM handoff.owner_samples
+     WHERE tenant_id = {tenant} AND sampled_at > now() - interval '10 minutes'
+), top AS (
+    SELECT owner FROM handoff.owner_samples
+     WHERE tenant_id = {tenant} AND sampled_at = (SELECT at FROM latest)
+     ORDER BY assigned DESC, owner
+     LIMIT %(owners)s
+)
 SELECT date_bin(make_interval(secs => %(bucket_s)s), sampled_at,
                 timestamptz '2000-01-01 00:00:00+00') AS at,
        owner, max(assigned)::bigint AS assigned, max(overdue)::bigint AS overdue,
        max(extract(epoch FROM sampled_at - oldest_assigned_at))::float8 AS oldest_s
   FROM handoff.owner_samples
- WHERE tenant_id = {_TENANT} AND sampled_at >= now() - make_interval(secs => %(span_s)s)
+ WHERE tenant_id = {tenant} AND sampled_at >= now() - make_interval(secs => %(span_s)s)
+   AND owner IN (SELECT owner FROM top){coarse}
  GROUP BY 1, 2
  ORDER BY 1, 2
 """
+SAMPLES_OVER_TIME = _SAMPLES_OVER_TIME.format(tenant=_TENANT, coarse="")
+SAMPLES_OVER_TIME_COARSE = _SAMPLES_OVER_TIME.format(tenant=_TENANT, coarse=" AND coarse")
 
 # Arrivals (created) and completions per bucket over a window.
 FLOW_OVER_TIME = f"""

@@ -177,7 +177,8 @@ class FlowPoint(_View):
 
 
 class Trends(_View):
-    """Backlog and oldest age per owner, arrivals and completions, over a window."""
+    """Backlog and oldest age over a window for the 8 owners with the most waiting work
+    now, and documents created and completed."""
 
     window: str
     bucket_s: int
