@@ -320,6 +320,19 @@ def demo(
             "as they are (docker compose).",
         ),
     ] = True,
+    setup_only: Annotated[
+        bool,
+        typer.Option(
+            "--setup-only",
+            help="Migrate, register the services, write the deployment file and a credentials "
+            "env file, and stop: the processes are then run elsewhere (docker compose runs "
+            "each with handoff run --only NAME --env-file …).",
+        ),
+    ] = False,
+    sandbox_host: Annotated[
+        str,
+        typer.Option(help="Host name the pipeline reaches the sandbox provider at."),
+    ] = "127.0.0.1",
 ) -> None:
     """Stack up, migrate, run the event-driven sample pipeline and serve the tracker."""
     import logging
@@ -335,7 +348,7 @@ def demo(
     from handoff.stack.procs import wait_until
     from handoff.stack.supervisor import Supervisor
 
-    if serve_ and not port_is_free(port, host):
+    if serve_ and not setup_only and not port_is_free(port, host):
         raise typer.BadParameter(f"{host}:{port} is in use; stop what runs there or pass --port")
     home = default_home()
     if local:
@@ -345,8 +358,21 @@ def demo(
     settings = load_settings(home)
     upgrade(settings)
     services = d.demo_services(settings, home)
-    sandbox_port = pick_port(8900, {port})
-    path = d.write_deployment(home, settings, sandbox_port=sandbox_port, tracker_port=port)
+    sandbox_port = 8900 if setup_only else pick_port(8900, {port})
+    path = d.write_deployment(
+        home, settings, sandbox_port=sandbox_port, tracker_port=port, sandbox_host=sandbox_host
+    )
+    if setup_only:
+        secrets = d.write_credentials(home, services)
+        console.print(
+            f"Demo tenant [bold]{services.tenant}[/bold] is set up. Run its processes with\n"
+            f"  handoff run {path} --env-file {secrets}\n"
+            f"or one of them with --only NAME. Viewer credential for the tracker:\n"
+            f"  {services.credentials['viewer']}",
+            highlight=False,
+            soft_wrap=True,
+        )
+        return
     deployment = d.load_deployment(path, services, with_tracker=False)
     console.print(
         f"Demo tenant [bold]{services.tenant}[/bold]: intake → routing → review | "

@@ -26,13 +26,30 @@ def run(
         Path | None,
         typer.Option(help="Folder for each process's log (default <HANDOFF_HOME>/logs)."),
     ] = None,
+    only: Annotated[
+        str | None,
+        typer.Option(
+            help="Run only these processes (comma-separated names), e.g. one per container."
+        ),
+    ] = None,
+    env_file: Annotated[
+        Path | None,
+        typer.Option(
+            help="KEY=VALUE lines added to the environment before ${VARIABLE}s in the file "
+            "are filled in (e.g. credentials written by handoff demo --setup-only)."
+        ),
+    ] = None,
 ) -> None:
     """Run the processes of a deployment: restarted when they crash, one log view,
     Ctrl-C stops them all in the reverse of their start order."""
-    from handoff.stack.deployment import load
+    from handoff.stack.deployment import load, load_env_file, only_processes
     from handoff.stack.supervisor import Supervisor
 
+    if env_file is not None:
+        load_env_file(env_file)
     spec = load(deployment)
+    if only is not None:
+        spec = only_processes(spec, [n.strip() for n in only.split(",") if n.strip()])
     out = Console(highlight=False, soft_wrap=True)
     lock = threading.Lock()
     width = max(len(p.name) + (3 if p.count > 1 else 0) for p in spec.process)

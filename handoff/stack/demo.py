@@ -118,9 +118,20 @@ def _toml_list(items: list[str]) -> str:
 
 
 def write_deployment(
-    home: Path, settings: HandoffSettings, *, sandbox_port: int, tracker_port: int
+    home: Path,
+    settings: HandoffSettings,
+    *,
+    sandbox_port: int,
+    tracker_port: int,
+    sandbox_host: str = "127.0.0.1",
 ) -> Path:
-    """The pipeline as a deployment file; credentials stay in the environment."""
+    """The pipeline as a deployment file; credentials stay in the environment.
+
+    ``sandbox_host`` is where the other processes reach the sandbox provider:
+    loopback when they share a machine, a host name when each runs in its own
+    container (docker compose); the provider then listens on every interface.
+    """
+    bind = [] if sandbox_host in ("127.0.0.1", "localhost") else ["--host", "0.0.0.0"]
     folder = home / "demo"
     folder.mkdir(parents=True, exist_ok=True)
     lines = [
@@ -133,11 +144,11 @@ def write_deployment(
         f"HANDOFF_KAFKA_BOOTSTRAP = {json.dumps(settings.kafka_bootstrap)}",
         f"HANDOFF_SCHEMA_REGISTRY_URL = {json.dumps(settings.schema_registry_url)}",
         f"HANDOFF_HOME = {json.dumps(str(home))}",
-        f'HANDOFF_SANDBOX_URL = "http://127.0.0.1:{sandbox_port}"',
+        f'HANDOFF_SANDBOX_URL = "http://{sandbox_host}:{sandbox_port}"',
         "",
         "[[process]]",
         'name = "sandbox"',
-        "handoff = " + _toml_list(["sandbox-provider", "--port", str(sandbox_port),
+        "handoff = " + _toml_list(["sandbox-provider", *bind, "--port", str(sandbox_port),
                                    "--data", str(folder / "sandbox"), "--latency-ms", "20"]),
         "",
         "[[process]]",
@@ -166,6 +177,18 @@ def write_deployment(
     ]
     path = folder / "deployment.toml"
     path.write_text("\n".join(lines))
+    return path
+
+
+def write_credentials(home: Path, demo: DemoCredentials) -> Path:
+    """The services' credentials as an env file for ``handoff run --env-file`` (mode 0600)."""
+    path = home / "demo" / "credentials.env"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.touch(mode=0o600, exist_ok=True)
+    path.chmod(0o600)
+    lines = [f"{credential_variable(s)}={demo.credentials[s]}" for s in SERVICES]
+    path.write_text("# handoff demo: one credential per service; keep this file private\n"
+                    + "\n".join(lines) + "\n")  # fmt: skip
     return path
 
 

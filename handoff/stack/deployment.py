@@ -113,3 +113,30 @@ def load(path: Path) -> Deployment:
     for spec in found.process:
         spec.env = {k: _expand(v, f"{spec.name}.env.{k}") for k, v in spec.env.items()}
     return found
+
+
+def load_env_file(path: Path) -> None:
+    """Put KEY=VALUE lines (``#`` comments, blank lines ignored) into the environment."""
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise ConfigurationError(f"cannot read {path}: {exc.strerror}") from exc
+    for number, raw in enumerate(text.splitlines(), 1):
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        key, sep, value = line.partition("=")
+        if not sep or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", key.strip()):
+            raise ConfigurationError(f"{path}:{number}: expected KEY=VALUE, got {line[:40]!r}")
+        os.environ[key.strip()] = value.strip()
+
+
+def only_processes(found: Deployment, names: list[str]) -> Deployment:
+    """The deployment with only the named processes; an unknown name is an error."""
+    known = [p.name for p in found.process]
+    unknown = [n for n in names if n not in known]
+    if unknown or not names:
+        raise ConfigurationError(
+            f"--only: {', '.join(unknown) or 'no name given'}; the file has {', '.join(known)}"
+        )
+    return found.model_copy(update={"process": [p for p in found.process if p.name in names]})

@@ -105,3 +105,29 @@ def test_processes_end_when_handoff_run_is_killed(tmp_path: Path) -> None:
     finally:
         if proc.poll() is None:
             proc.kill()
+
+
+def test_only_the_named_processes_run_with_variables_from_an_env_file(tmp_path: Path) -> None:
+    secret = tmp_path / "secret.env"
+    secret.write_text("# written by a setup step\nGREETING=hello from the env file\n")
+    say = "import os\nprint(os.environ['SAID'], flush=True)"
+    file = tmp_path / "deployment.toml"
+    python = _quote(sys.executable)
+    file.write_text("\n".join([
+        "[[process]]", 'name = "talker"', f'exec = [{python}, "-c", {_quote(say)}]',
+        'env = { SAID = "${GREETING}" }',
+        "[[process]]", 'name = "other"', f'exec = [{python}, "-c", {_quote(TALKER)}]',
+    ]))  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "-m", "handoff.stack", "run", str(file), "--logs", str(tmp_path),
+         "--only", "talker", "--env-file", str(secret), "--for", "2"],
+        capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert "talker | hello from the env file" in done.stdout, done.stdout + done.stderr
+    assert "other" not in done.stdout
+    unknown = subprocess.run(
+        [sys.executable, "-m", "handoff.stack", "run", str(file), "--only", "nobody",
+         "--env-file", str(secret)],
+        capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert unknown.returncode != 0 and "the file has talker, other" in unknown.stderr

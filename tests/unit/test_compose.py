@@ -22,7 +22,8 @@ from handoff.stack.layout import StackSettings
 from handoff.tracker.settings import TrackerSettings
 
 ROOT = Path(__file__).resolve().parents[2]
-HANDOFF_SERVICES = ("migrate", "tracker", "relay", "demo")
+PIPELINE = ("routing", "review", "senior-review", "finalization", "intake")
+HANDOFF_SERVICES = ("migrate", "tracker", "relay", "demo-setup", *PIPELINE)
 
 
 @pytest.fixture(scope="module")
@@ -131,3 +132,36 @@ def test_a_broken_file_is_refused(tmp_path: Path) -> None:
         capture_output=True, text=True, timeout=60, check=False,
     )  # fmt: skip
     assert done.returncode != 0
+
+
+def test_the_pipeline_services_run_the_processes_the_demo_writes(
+    resolved: dict[str, Any], tmp_path: Path
+) -> None:
+    from handoff.stack import demo
+    from handoff.stack.deployment import load as load_deployment
+    from handoff.stack.deployment import load_env_file, only_processes
+
+    services = resolved["services"]
+    setup = _parse(services["demo-setup"]["command"]).params
+    assert setup["setup_only"] and setup["sandbox_host"] == "sandbox-provider"
+    settings = HandoffSettings(database_url=services["demo-setup"]["environment"]
+                               ["HANDOFF_DATABASE_URL"])  # fmt: skip
+    home = Path(services["demo-setup"]["environment"]["HANDOFF_HOME"])
+    path = demo.write_deployment(tmp_path, settings, sandbox_port=8900, tracker_port=8000,
+                                 sandbox_host=setup["sandbox_host"])  # fmt: skip
+    creds = demo.write_credentials(
+        tmp_path, demo.DemoCredentials("demo", {s: f"hs1_{s}" for s in demo.SERVICES})
+    )
+    assert creds.stat().st_mode & 0o777 == 0o600
+    load_env_file(creds)
+    written = load_deployment(path)
+    assert written.env["HANDOFF_SANDBOX_URL"] == "http://sandbox-provider:8900"
+    sandbox = next(p for p in written.process if p.name == "sandbox")
+    assert sandbox.handoff is not None and "0.0.0.0" in sandbox.handoff
+    for name in PIPELINE:
+        params = _parse(services[name]["command"]).params
+        assert params["deployment"] == home / "demo" / "deployment.toml"
+        assert params["env_file"] == home / "demo" / "credentials.env"
+        (only,) = only_processes(written, [params["only"]]).process
+        assert only.name == name == params["only"]
+        assert services[name]["volumes"] == services["demo-setup"]["volumes"]
