@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager, suppress
@@ -82,6 +83,10 @@ def create_app(
         app.state.tracker_settings = tracker
         app.state.settings = settings
         folding = asyncio.create_task(_maintain_forever(pool, tracker))
+        # Everything made so far (the app, its routes, templates, models) lives
+        # as long as the process: out of the collector's way, so a full
+        # collection during a request scans only what requests made.
+        gc.freeze()
         try:
             yield
         finally:

@@ -130,20 +130,25 @@ WITH latest AS (
      ORDER BY assigned DESC, owner
      LIMIT %(owners)s
 )
-SELECT date_bin(make_interval(secs => %(bucket_s)s), sampled_at,
+SELECT date_bin(make_interval(secs => %(bucket_s)s), p.sampled_at,
                 timestamptz '2000-01-01 00:00:00+00') AS at,
-       owner, max(assigned)::bigint AS assigned, max(overdue)::bigint AS overdue,
-       max(extract(epoch FROM sampled_at - oldest_assigned_at))::float8 AS oldest_s
-  FROM handoff.owner_samples
- WHERE tenant_id = {tenant} AND sampled_at >= now() - make_interval(secs => %(span_s)s)
-   AND owner IN (SELECT owner FROM top){coarse}
+       top.owner, max(p.assigned)::bigint AS assigned, max(p.overdue)::bigint AS overdue,
+       max(extract(epoch FROM p.sampled_at - p.oldest_assigned_at))::float8 AS oldest_s
+  FROM top
+ CROSS JOIN LATERAL (
+      -- One index range per charted owner (the primary key, or the coarse index).
+      SELECT sampled_at, assigned, overdue, oldest_assigned_at
+        FROM handoff.owner_samples s
+       WHERE s.tenant_id = {tenant} AND s.owner = top.owner
+         AND s.sampled_at >= now() - make_interval(secs => %(span_s)s){coarse}
+ ) AS p
  GROUP BY 1, 2
  ORDER BY 1, 2
 """
 SAMPLES_OVER_TIME = _SAMPLES_OVER_TIME.format(tenant=_TENANT, coarse="")
-SAMPLES_OVER_TIME_COARSE = _SAMPLES_OVER_TIME.format(tenant=_TENANT, coarse=" AND coarse")
+SAMPLES_OVER_TIME_COARSE = _SAMPLES_OVER_TIME.format(tenant=_TENANT, coarse=" AND s.coarse")
 
-# Arrivals (created) and completions per bucket over a window.
+# Arrivals (created) and completions per bucket over a window: flow_minutes_ends.
 FLOW_OVER_TIME = f"""
 SELECT date_bin(make_interval(secs => %(bucket_s)s), minute,
                 timestamptz '2000-01-01 00:00:00+00') AS at,
@@ -151,6 +156,7 @@ SELECT date_bin(make_interval(secs => %(bucket_s)s), minute,
        coalesce(sum(n) FILTER (WHERE to_owner = ''), 0)::bigint AS completed
   FROM handoff.flow_minutes
  WHERE tenant_id = {_TENANT} AND minute >= now() - make_interval(secs => %(span_s)s)
+   AND (from_owner = '' OR to_owner = '')
  GROUP BY 1
  ORDER BY 1
 """

@@ -182,15 +182,15 @@ async def trends(request: Request, window: str = "hour") -> Response:
         reader, data = await _model(request).trends(credential, window)  # type: ignore[arg-type]
         start, end = data.since, data.as_of
         backlog = [
-            charts.Series(o.owner, [(p.at, p.assigned) for p in o.points]) for o in data.owners
+            charts.Series(o.owner, list(zip(o.at, o.assigned, strict=True))) for o in data.owners
         ]
         oldest = [
-            charts.Series(o.owner, [(p.at, p.oldest_s or 0.0) for p in o.points])
+            charts.Series(o.owner, [(at, s or 0.0) for at, s in zip(o.at, o.oldest_s, strict=True)])
             for o in data.owners
         ]
         flow = [
-            charts.Series("created", [(p.at, p.arrived) for p in data.flow]),
-            charts.Series("completed", [(p.at, p.completed) for p in data.flow]),
+            charts.Series("created", list(zip(data.flow_at, data.created, strict=True))),
+            charts.Series("completed", list(zip(data.flow_at, data.completed, strict=True))),
         ]
         per = "minute" if data.bucket_s == 60 else f"{data.bucket_s // 60} minutes"
         return _page(

@@ -158,34 +158,28 @@ class PipelineView(_View):
     stages: list[PipelineStage]
 
 
-class OwnerPoint(_View):
-    at: datetime
-    assigned: int
-    overdue: int
-    oldest_s: float | None = Field(description="age of the oldest waiting document, seconds")
-
-
 class OwnerSeries(_View):
+    """One owner's points, as columns: the i-th of each list belong together."""
+
     owner: str
-    points: list[OwnerPoint]
-
-
-class FlowPoint(_View):
-    at: datetime
-    arrived: int = Field(description="documents created in the bucket")
-    completed: int = Field(description="documents finished in the bucket")
+    at: list[datetime]
+    assigned: list[int]
+    overdue: list[int]
+    oldest_s: list[float | None] = Field(description="age of the oldest waiting, seconds")
 
 
 class Trends(_View):
     """Backlog and oldest age over a window for the 8 owners with the most waiting work
-    now, and documents created and completed."""
+    now, and documents created and completed per bucket (columns, like the owners')."""
 
     window: str
     bucket_s: int
     since: datetime
     as_of: datetime
     owners: list[OwnerSeries]
-    flow: list[FlowPoint]
+    flow_at: list[datetime]
+    created: list[int]
+    completed: list[int]
 
 
 class FoundDocument(_View):

@@ -20,6 +20,10 @@ CREATE TABLE handoff.flow_minutes (
     n          bigint      NOT NULL,
     PRIMARY KEY (tenant_id, minute, from_owner, to_owner)
 );
+-- Creations and completions only, for the created-vs-completed chart: a
+-- day is 2 x 1,440 entries whatever the number of stages.
+CREATE INDEX flow_minutes_ends ON handoff.flow_minutes (tenant_id, minute)
+    WHERE from_owner = '' OR to_owner = '';
 
 -- The same, summed over all time: the edges the stage order is learned from
 -- (a handful of rows per tenant, whatever the volume).
@@ -48,9 +52,13 @@ CREATE TABLE handoff.owner_samples (
     -- The first sample of its 10-minute bin: a day's chart reads only these
     -- (144 points a day instead of 1,440).
     coarse             boolean     NOT NULL DEFAULT false,
-    PRIMARY KEY (tenant_id, sampled_at, owner)
+    -- One owner's points over a window: a range per charted owner.
+    PRIMARY KEY (tenant_id, owner, sampled_at)
 );
-CREATE INDEX owner_samples_coarse ON handoff.owner_samples (tenant_id, sampled_at) WHERE coarse;
+-- The latest sample of a tenant, and its owners.
+CREATE INDEX owner_samples_by_time ON handoff.owner_samples (tenant_id, sampled_at);
+CREATE INDEX owner_samples_coarse ON handoff.owner_samples (tenant_id, owner, sampled_at)
+    WHERE coarse;
 
 -- Where the fold has got to in the outbox. Outbox ids are taken at insert
 -- and become visible at commit, so a lower id can appear after a higher one
@@ -197,11 +205,10 @@ LANGUAGE plpgsql
 AS $$
 DECLARE
     v_sampled bigint;
-    v_last    timestamptz;
 BEGIN
-    SELECT sampled_at INTO v_last FROM handoff.flow_fold
-     WHERE sampled_at IS NULL OR sampled_at <= now() - p_every + interval '1 second'
-       FOR UPDATE SKIP LOCKED;
+    PERFORM 1 FROM handoff.flow_fold
+      WHERE sampled_at IS NULL OR sampled_at <= now() - p_every + interval '1 second'
+      FOR UPDATE SKIP LOCKED;
     IF NOT FOUND THEN
         RETURN 0;
     END IF;
@@ -217,8 +224,12 @@ BEGIN
              WHERE s.tenant_id = t.tenant_id AND s.owner = w.owner
              ORDER BY s.assigned_at, s.document_id
             OFFSET greatest(ceil(w.assigned * 0.1)::bigint - 1, 0) LIMIT 1),
-           v_last IS NULL OR date_bin('10 minutes', v_last, timestamptz '2000-01-01 00:00:00+00')
-                           < date_bin('10 minutes', now(), timestamptz '2000-01-01 00:00:00+00')
+           -- coarse: the owner's first sample in this 10-minute bin (so a new
+           -- tenant or owner has a day chart from its first sample on)
+           NOT EXISTS (SELECT 1 FROM handoff.owner_samples p
+                        WHERE p.tenant_id = t.tenant_id AND p.owner = w.owner AND p.coarse
+                          AND p.sampled_at >= date_bin('10 minutes', now(),
+                                                       timestamptz '2000-01-01 00:00:00+00'))
       FROM (SELECT DISTINCT tenant_id FROM handoff.owner_counts) t
      CROSS JOIN LATERAL handoff.owner_waiting(t.tenant_id) w;
     GET DIAGNOSTICS v_sampled = ROW_COUNT;
