@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 WIDTH, HEIGHT = 640, 200
-LEFT, RIGHT, TOP, BOTTOM = 56, 8, 10, 24  # room for the axis labels
+LEFT, RIGHT, TOP, BOTTOM = 76, 24, 10, 24  # room for the axis labels
 PALETTE = ("#2563eb", "#dc2626", "#16a34a", "#d97706", "#7c3aed", "#0891b2", "#db2777", "#4b5563")
 
 
@@ -28,6 +28,8 @@ class Line:
     colour: str
     path: str  # SVG polyline points "x,y x,y …"
     last: str  # the last value, formatted
+    end_x: float  # where the last point is drawn (a dot: one point makes no line)
+    end_y: float
 
 
 @dataclass(frozen=True)
@@ -75,6 +77,8 @@ def line_chart(
             colour=PALETTE[i % len(PALETTE)],
             path=" ".join(f"{x(at):.1f},{y(v):.1f}" for at, v in s.points),
             last=fmt(s.points[-1][1]),
+            end_x=round(x(s.points[-1][0]), 1),
+            end_y=round(y(s.points[-1][1]), 1),
         )
         for i, s in enumerate(series)
         if s.points
