@@ -72,6 +72,18 @@ class SandboxPayments:
             return None
         return self._final(answer)
 
+    def payments(self, reference: str) -> list[dict[str, Any]]:
+        """Every payment the provider holds for a business reference (the auditor's evidence)."""
+        try:
+            answer = self._http.get("/v1/payments", params={"reference": reference, "limit": 1000})
+            answer.raise_for_status()
+        except httpx.HTTPError as exc:
+            raise ProviderOutcomeUnknown(
+                f"{self.base_url}: listing payments failed ({type(exc).__name__}: {exc})"
+            ) from exc
+        found: list[dict[str, Any]] = answer.json()["payments"]
+        return found
+
     def _final(self, answer: httpx.Response) -> Answer:
         if answer.status_code >= 500 or answer.status_code in (408, 429):
             # The provider may or may not have acted: only a lookup can tell.

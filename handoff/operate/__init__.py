@@ -1,0 +1,1 @@
+"""Operating Handoff on a bad day: the auditor, the recovery budget, retention."""
