@@ -24,6 +24,10 @@ class ConfigurationError(HandoffError):
     """A setting is missing or wrong; the message says which and how to fix it."""
 
 
+class RetentionTooShort(ConfigurationError):
+    """A retention shorter than the replay window: it would reopen duplicate effects."""
+
+
 class StackError(HandoffError):
     """The local stack could not be brought up, stopped or inspected."""
 

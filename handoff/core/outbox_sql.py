@@ -83,11 +83,15 @@ SELECT (SELECT count(*) FROM handoff.outbox
 """
 
 # created_at <= published_at, so the created_at test (BRIN) only narrows.
-PURGE = """
+# The longer of the relay's own setting and the retention table's outbox
+# window (handoff retention): never sooner than either allows.
+_CUTOFF = """(SELECT now() - greatest(make_interval(secs => %(seconds)s),
+                                     coalesce((SELECT outbox FROM handoff.retention),
+                                              interval '0')))"""
+PURGE = f"""
 DELETE FROM handoff.outbox WHERE id IN (
     SELECT id FROM handoff.outbox
-     WHERE created_at < now() - make_interval(secs => %(seconds)s)
-       AND published_at < now() - make_interval(secs => %(seconds)s)
+     WHERE created_at < {_CUTOFF} AND published_at < {_CUTOFF}
      LIMIT %(limit)s FOR UPDATE SKIP LOCKED)
 """
 

@@ -163,3 +163,94 @@ def _periodically(once: Any, every: float, host: str, port: int) -> None:
             log.info("audit: %s", "every invariant holds" if report.ok
                      else f"{report.breaches} breach(es)")  # fmt: skip
         stop.wait(every)
+
+
+retention_app = typer.Typer(
+    no_args_is_help=True,
+    help="How long receipts, guards, published outbox rows, rejections and closed "
+    "quarantine entries are kept, with the replay window they must cover.",
+)
+
+Window = Annotated[str | None, typer.Option(help="A duration: 12h, 30d, 2w, 1d12h.")]
+
+
+def _print_retention(found: Any, title: str) -> None:
+    from handoff.operate.retention import COVERING, say
+
+    rows = [["replay_window", say(found.replay_window), "how far back a replay may reach"]]
+    for name, window in found.windows().items():
+        if name != "replay_window":
+            note = "≥ replay window: " + COVERING[name] if name in COVERING else ""
+            rows.append([name, say(window), note])
+    print_rows(title, ("kept", "for", "why at least that long"), rows)
+    console.print(f"last changed {_cell(found.updated_at)} by {found.updated_by}", highlight=False)
+
+
+@retention_app.command("show")
+def retention_show() -> None:
+    """The windows in force."""
+    from handoff.operate.retention import current
+
+    with _admin() as conn:
+        _print_retention(current(conn), "retention")
+
+
+@retention_app.command("set")
+def retention_set(
+    replay_window: Window = None,
+    receipts: Window = None,
+    guards: Window = None,
+    outbox: Window = None,
+    rejections: Window = None,
+    quarantine: Window = None,
+    by: Annotated[str | None, typer.Option(help="Who changes it (default: login)")] = None,
+) -> None:
+    """Change some windows; one shorter than the replay window is refused, with why."""
+    import getpass
+
+    from handoff.operate.retention import configure, parse_duration
+
+    given = {"replay_window": replay_window, "receipts": receipts, "guards": guards,
+             "outbox": outbox, "rejections": rejections, "quarantine": quarantine}  # fmt: skip
+    changes = {name: parse_duration(text) for name, text in given.items() if text is not None}
+    if not changes:
+        raise typer.BadParameter("name at least one window, e.g. --guards 30d")
+    with _admin() as conn:
+        found = configure(conn, by=by or getpass.getuser(), **changes)
+    _print_retention(found, "retention (changed)")
+
+
+@retention_app.command("run")
+def retention_run(
+    only: Annotated[
+        str | None,
+        typer.Option(
+            help="Only these (comma-separated): receipts, guards, outbox, rejections, quarantine."
+        ),
+    ] = None,
+    every: Annotated[
+        float | None, typer.Option(help="Purge again every this many seconds (Ctrl-C stops).")
+    ] = None,
+    batch: Annotated[int, typer.Option(min=100, max=100_000, help="Rows per delete.")] = 10_000,
+) -> None:
+    """Delete what is older than its window, in batches, with progress."""
+    from handoff.operate.retention import PURGES, purge
+
+    families = [f.strip() for f in only.split(",")] if only else None
+    unknown = set(families or []) - set(PURGES)
+    if unknown:
+        raise typer.BadParameter(f"{', '.join(sorted(unknown))}: not one of {', '.join(PURGES)}")
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
+    while True:
+        with _admin() as conn:
+            done = purge(
+                conn, only=families, limit=batch, stopping=stop.is_set,
+                progress=lambda family, n: console.print(f"  {family}: {n:,} deleted so far")
+                if n and n % (batch * 10) == 0 else None,
+            )  # fmt: skip
+        print_rows("purged", ("family", "rows deleted"),
+                   [[family, f"{n:,}"] for family, n in done.items()])  # fmt: skip
+        if every is None or stop.wait(every):
+            return

@@ -1,0 +1,70 @@
+"""Statements of the retention family: the one settings row and the purges.
+
+Each purge deletes at most %(limit)s rows older than %(cutoff)s and is run
+again until it deletes fewer: short transactions, no long lock, progress
+visible, and a stop between batches is safe.
+"""
+
+from __future__ import annotations
+
+SETTINGS = """
+SELECT replay_window, receipts, guards, outbox, rejections, quarantine, updated_at, updated_by
+  FROM handoff.retention
+"""
+
+UPDATE = """
+UPDATE handoff.retention
+   SET replay_window = coalesce(%(replay_window)s, replay_window),
+       receipts = coalesce(%(receipts)s, receipts),
+       guards = coalesce(%(guards)s, guards),
+       outbox = coalesce(%(outbox)s, outbox),
+       rejections = coalesce(%(rejections)s, rejections),
+       quarantine = coalesce(%(quarantine)s, quarantine),
+       updated_at = now(), updated_by = %(by)s
+RETURNING replay_window, receipts, guards, outbox, rejections, quarantine, updated_at, updated_by
+"""
+
+PURGE_RECEIPTS = """
+DELETE FROM handoff.receipts WHERE ctid = ANY (ARRAY(
+    SELECT ctid FROM handoff.receipts WHERE accepted_at < %(cutoff)s LIMIT %(limit)s))
+"""
+
+# Not the newest guard of its document run: that one is the consumer's
+# position there (consumer_guards_position) and stays whatever its age.
+PURGE_GUARDS = """
+DELETE FROM handoff.consumer_guards WHERE ctid = ANY (ARRAY(
+    SELECT g.ctid FROM handoff.consumer_guards g
+     WHERE g.taken_at < %(cutoff)s
+       AND EXISTS (SELECT 1 FROM handoff.consumer_guards n
+                    WHERE n.tenant_id = g.tenant_id AND n.consumer = g.consumer
+                      AND n.document_id = g.document_id AND n.run_id = g.run_id
+                      AND n.version > g.version)
+     LIMIT %(limit)s))
+"""
+
+# Published and old; the relay purges these too (see its PURGE).
+PURGE_OUTBOX = """
+DELETE FROM handoff.outbox WHERE id IN (
+    SELECT id FROM handoff.outbox
+     WHERE created_at < %(cutoff)s AND published_at < %(cutoff)s
+     LIMIT %(limit)s FOR UPDATE SKIP LOCKED)
+"""
+
+PURGE_REJECTIONS = """
+DELETE FROM handoff.rejections WHERE ctid = ANY (ARRAY(
+    SELECT ctid FROM handoff.rejections WHERE rejected_at < %(cutoff)s LIMIT %(limit)s))
+"""
+
+# Closed entries only (their audit rows go with them: ON DELETE CASCADE).
+PURGE_QUARANTINE = """
+DELETE FROM handoff.quarantine WHERE id IN (
+    SELECT id FROM handoff.quarantine
+     WHERE status IN ('resolved', 'discarded') AND resolved_at < %(cutoff)s
+     LIMIT %(limit)s)
+"""
+
+CUTOFFS = """
+SELECT now() - receipts AS receipts, now() - guards AS guards, now() - outbox AS outbox,
+       now() - rejections AS rejections, now() - quarantine AS quarantine
+  FROM handoff.retention
+"""
