@@ -40,7 +40,12 @@ class RelaySettings(BaseSettings):
         float, Field(gt=0, description="How often slots are re-divided among relays.")
     ] = 2.0
     retention_hours: Annotated[
-        float, Field(gt=0, description="Published outbox rows are purged after this window.")
+        float,
+        Field(
+            gt=0,
+            description="Published outbox rows are purged after this window, and never "
+            "before the retention table's outbox window (handoff retention).",
+        ),
     ] = 24.0
     purge_interval_s: Annotated[float, Field(gt=0, description="How often to purge.")] = 60.0
     metrics_interval_s: Annotated[

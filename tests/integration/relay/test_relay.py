@@ -242,10 +242,16 @@ def test_unencodable_row_is_parked_and_holds_back_only_its_document(
 
 def test_metrics_retention_and_routing(
     relays: Relays, workload: Workload, admin: psycopg.Connection[Any], tenant: str,
-    migrated: HandoffSettings,
+    migrated: HandoffSettings, request: pytest.FixtureRequest,
 ) -> None:  # fmt: skip
     routed = f"{relays.topic}.approved"
     port = 18600 + uuid.uuid4().int % 300
+    # The relay purges no sooner than the retention table allows either: both set short.
+    windows = admin.execute("SELECT replay_window, outbox FROM handoff.retention").fetchone()
+    admin.execute("UPDATE handoff.retention SET replay_window = interval '1 second', "
+                  "outbox = interval '1 second'")  # fmt: skip
+    request.addfinalizer(lambda: admin.execute(
+        "UPDATE handoff.retention SET outbox = %s, replay_window = %s", windows[::-1]))  # fmt: skip
     relays.start(
         "--metrics-port",
         str(port),
