@@ -53,6 +53,51 @@ def _headers(msg: Message) -> dict[str, str]:
     return found
 
 
+def message_item(
+    msg: Message,
+    app: Consumer,
+    tenant: str,
+    decoder: Decoder,
+    wait: Callable[[int], bool],
+) -> Item | None:
+    """The header filter, then decoding; None for a message not meant for ``app``.
+
+    ``wait(failures)`` waits out a registry outage and answers True to give up.
+    """
+    headers = _headers(msg)
+    position = Position(
+        msg.topic() or "",
+        msg.partition() or 0,
+        msg.offset() or 0,
+        msg.key(),
+        msg.value() or b"",
+        headers,
+    )
+    event_type = headers.get("eventType")
+    if event_type is not None and "tenant" in headers:
+        owner = headers.get("owner") or None
+        if not app.wants(event_type, owner, headers["tenant"], tenant):
+            metrics.EVENTS.labels(app.name, "filtered").inc()
+            return None
+    failures = 0
+    while True:
+        try:
+            event = decoder.decode(msg.value(), position)
+            break
+        except MalformedEvent as exc:
+            return Item(position, malformed=exc)
+        except Unavailable as exc:  # the registry, not the message: wait for it
+            failures += 1
+            log.warning("%s; retrying", exc)
+            if wait(failures):
+                raise
+    # Without headers (another producer), the filter runs on the envelope.
+    if not app.wants(event.event_type, event.owner, event.tenant_id, tenant):
+        metrics.EVENTS.labels(app.name, "filtered").inc()
+        return None
+    return Item(position, event=event)
+
+
 class Runtime:
     def __init__(
         self,
@@ -140,38 +185,11 @@ class Runtime:
 
     def _item(self, msg: Message, decoder: Decoder) -> Item | None:
         """The header filter, then decoding; None for a message not meant for us."""
-        headers = _headers(msg)
-        position = Position(
-            msg.topic() or "",
-            msg.partition() or 0,
-            msg.offset() or 0,
-            msg.key(),
-            msg.value() or b"",
-            headers,
-        )
-        event_type = headers.get("eventType")
-        if event_type is not None and "tenant" in headers:
-            owner = headers.get("owner") or None
-            if not self.app.wants(event_type, owner, headers["tenant"], self.tenant):
-                metrics.EVENTS.labels(self.app.name, "filtered").inc()
-                return None
-        failures = 0
-        while True:
-            try:
-                event = decoder.decode(msg.value(), position)
-                break
-            except MalformedEvent as exc:
-                return Item(position, malformed=exc)
-            except Unavailable as exc:  # the registry, not the message: wait for it
-                failures += 1
-                log.warning("%s; retrying", exc)
-                if self.stopping.wait(self._outage.delay(failures)):
-                    raise
-        # Without headers (another producer), the filter runs on the envelope.
-        if not self.app.wants(event.event_type, event.owner, event.tenant_id, self.tenant):
-            metrics.EVENTS.labels(self.app.name, "filtered").inc()
-            return None
-        return Item(position, event=event)
+
+        def wait(failures: int) -> bool:
+            return self.stopping.wait(self._outage.delay(failures))
+
+        return message_item(msg, self.app, self.tenant, decoder, wait)
 
     # -- the loop ---------------------------------------------------------------------
 

@@ -27,7 +27,8 @@ from __future__ import annotations
 import enum
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
-from typing import Any, LiteralString, TypeVar
+from datetime import UTC, datetime
+from typing import Any, LiteralString, Protocol, TypeVar
 
 import orjson
 import psycopg
@@ -54,11 +55,24 @@ class TxStatus(enum.Enum):
     ROLLED_BACK = "rolled back"
 
 
+class Capabilities(Protocol):
+    """Which external capabilities a unit may use (a replay's manifest lists them)."""
+
+    def allows(self, capability: str) -> bool: ...
+
+    def skipped(self, tx: HandoffTx, event_id: str, capability: str) -> None:
+        """Record, in ``tx``, that ``event_id`` asked for ``capability`` and was refused."""
+
+
 class HandoffTx(Calls[Receipt | Rejection]):
     """One open unit on a connection logged in as a service's own role."""
 
     def __init__(self, conn: psycopg.Connection[Any]) -> None:
         self.conn = conn
+        # None: every effect and workflow start this consumer declares. A
+        # replay sets the manifest's list: anything else is recorded as
+        # skipped and never reaches an executor.
+        self.capabilities: Capabilities | None = None
         self.status = TxStatus.ACTIVE
         self.receipts: list[Receipt] = []
         self.rejections: list[Rejection] = []
@@ -158,6 +172,9 @@ class HandoffTx(Calls[Receipt | Rejection]):
         back (``created`` False) and authorises nothing new.
         """
         self._active()
+        if self.capabilities is not None and not self.capabilities.allows(effect):
+            self.capabilities.skipped(self, event_id, effect)
+            return effects.Intent(0, "", "skipped", False, event_id, business_key)
         # No flush, as for emit: the function reads only Handoff's tables.
         return effects.intend(
             self.conn,
@@ -181,6 +198,10 @@ class HandoffTx(Calls[Receipt | Rejection]):
     ) -> effects.WorkflowRun:
         """Start a workflow run named ``execution_name``, or find the one started before."""
         self._active()
+        capability = f"workflow:{workflow}"
+        if self.capabilities is not None and not self.capabilities.allows(capability):
+            self.capabilities.skipped(self, event_id, capability)
+            return effects.WorkflowRun(execution_name, datetime.now(UTC), False)
         return effects.start_workflow(
             self.conn,
             workflow=workflow,

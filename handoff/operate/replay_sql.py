@@ -1,0 +1,106 @@
+"""Statements of the replay family (plans, items, skipped capabilities, audit)."""
+
+from __future__ import annotations
+
+PLAN = """
+SELECT name, tenant_id, consumer, manifest, revision, status, approved_revision, approved_by,
+       approved_at, stop_requested, stop_reason, checkpoint, runner, created_at, started_at,
+       updated_at, finished_at
+  FROM handoff.replay_plans WHERE name = %(name)s
+"""
+
+# A new plan, or a new revision of one that has not started: a changed
+# manifest loses its approval (the revision differs).
+SAVE = """
+INSERT INTO handoff.replay_plans AS p (name, tenant_id, consumer, manifest, revision)
+VALUES (%(name)s, %(tenant)s, %(consumer)s, %(manifest)s, %(revision)s)
+ON CONFLICT (name) DO UPDATE
+   SET tenant_id = EXCLUDED.tenant_id, consumer = EXCLUDED.consumer,
+       manifest = EXCLUDED.manifest, revision = EXCLUDED.revision,
+       status = CASE WHEN p.approved_revision = EXCLUDED.revision THEN 'approved'
+                     ELSE 'planned' END,
+       updated_at = now()
+ WHERE p.status IN ('planned', 'approved')
+RETURNING status
+"""
+
+APPROVE = """
+UPDATE handoff.replay_plans
+   SET status = 'approved', approved_revision = revision, approved_by = %(by)s,
+       approved_at = now(), updated_at = now()
+ WHERE name = %(name)s AND revision = %(revision)s AND status IN ('planned', 'approved')
+RETURNING name
+"""
+
+# Taken by one runner at a time: the status moves only from a startable one.
+START = """
+UPDATE handoff.replay_plans
+   SET status = 'running', stop_requested = false, stop_reason = NULL, runner = %(runner)s,
+       started_at = coalesce(started_at, now()), updated_at = now(), finished_at = NULL
+ WHERE name = %(name)s AND status = ANY(%(from)s) AND approved_revision = revision
+RETURNING checkpoint
+"""
+
+FINISH = """
+UPDATE handoff.replay_plans
+   SET status = %(status)s, stop_reason = %(reason)s, updated_at = now(),
+       finished_at = CASE WHEN %(status)s = 'completed' THEN now() END
+ WHERE name = %(name)s AND status = 'running'
+"""
+
+REQUEST_STOP = """
+UPDATE handoff.replay_plans SET stop_requested = true, updated_at = now()
+ WHERE name = %(name)s AND status = 'running'
+RETURNING name
+"""
+
+AUDIT = """
+INSERT INTO handoff.replay_audit (plan, actor, action, revision, detail)
+VALUES (%(name)s, %(actor)s, %(action)s, %(revision)s, %(detail)s)
+"""
+
+AUDIT_TRAIL = """
+SELECT at, actor, action, revision, detail FROM handoff.replay_audit
+ WHERE plan = %(name)s ORDER BY id
+"""
+
+# Outcomes so far; completed records whose effect is now unresolved count as
+# unresolved (the effect's outcome is what the owner must settle).
+OUTCOMES = """
+SELECT CASE WHEN i.outcome = 'completed' AND EXISTS (
+                SELECT 1 FROM handoff.effect_intents e
+                 WHERE e.tenant_id = p.tenant_id AND e.consumer = p.consumer
+                   AND e.event_id = i.event_key AND e.reconciliation = 'unresolved')
+            THEN 'unresolved' ELSE i.outcome END AS outcome,
+       count(*)::bigint AS n
+  FROM handoff.replay_items i JOIN handoff.replay_plans p ON p.name = i.plan
+ WHERE i.plan = %(name)s
+ GROUP BY 1
+"""
+
+SKIPPED = """
+SELECT capability, count(*)::bigint AS n FROM handoff.replay_skipped
+ WHERE plan = %(name)s GROUP BY 1 ORDER BY 1
+"""
+
+# The event ids a plan names that no record met (event-id plans only).
+MISSING_IDS = """
+SELECT id FROM jsonb_array_elements_text(%(ids)s) AS id
+ WHERE NOT EXISTS (SELECT 1 FROM handoff.replay_items i
+                    WHERE i.plan = %(name)s AND i.event_key = id)
+ ORDER BY 1
+"""
+
+# Where a set of event ids lies in time, from the outbox (kept at least as
+# long as the replay window, see handoff retention).
+ID_WINDOW = """
+SELECT count(*)::bigint AS found, min(created_at) AS since,
+       max(coalesce(published_at, now())) AS until
+  FROM handoff.outbox
+ WHERE tenant_id = %(tenant)s AND event_id = ANY(%(ids)s)
+"""
+
+# As the consumer's service, in its unit (SECURITY DEFINER functions).
+RECORD = "SELECT handoff.replay_record(%(name)s, %(items)s, %(checkpoint)s)"
+SKIP = "SELECT handoff.replay_skip(%(name)s, %(event_id)s, %(capability)s)"
+STOPPING = "SELECT handoff.replay_stopping(%(name)s)"
