@@ -117,7 +117,7 @@ def audit(
     findings: list[Finding] = []
     with translated(), conn.transaction():
         conn.execute(q.SNAPSHOT)
-        started_at = conn.execute("SELECT now()").fetchone()[0]  # type: ignore[index]
+        started_at = conn.execute(q.NOW).fetchone()[0]  # type: ignore[index]
         for check in CHECKS:
             progress(f"checking {check.name}: {check.invariant}")
             finding = Finding(check.name, check.invariant)

@@ -13,6 +13,7 @@ documents, whatever the number of breaches.
 from __future__ import annotations
 
 SNAPSHOT = "SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY"
+NOW = "SELECT now()"
 
 _ONE = "(%(tenant)s::text IS NULL OR {t}.tenant_id = %(tenant)s)"
 

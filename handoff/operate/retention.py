@@ -109,7 +109,7 @@ def configure(conn: psycopg.Connection[Any], *, by: str, **changes: timedelta) -
     if unknown:
         raise InvalidRequest(f"no retention named {', '.join(sorted(unknown))}")
     with translated(), conn.transaction():
-        conn.execute("SELECT 1 FROM handoff.retention FOR UPDATE")
+        conn.execute(q.LOCK)
         wanted = Retention(**{**current(conn).windows(), **changes})
         check(wanted)
         params = {name: changes.get(name) for name in wanted.windows()}

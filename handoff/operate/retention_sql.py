@@ -12,6 +12,8 @@ SELECT replay_window, receipts, guards, outbox, rejections, quarantine, updated_
   FROM handoff.retention
 """
 
+LOCK = "SELECT 1 FROM handoff.retention FOR UPDATE"
+
 UPDATE = """
 UPDATE handoff.retention
    SET replay_window = coalesce(%(replay_window)s, replay_window),

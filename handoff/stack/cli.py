@@ -17,7 +17,7 @@ from handoff.core.settings import default_home, load_settings
 from handoff.stack.cli_common import YesOpt, _admin, _confirm, console
 from handoff.stack.cli_consumers import consume, quarantine_app
 from handoff.stack.cli_effects import effects_app, rehearse, sandbox_provider
-from handoff.stack.cli_operate import audit, replay_app, retention_app
+from handoff.stack.cli_operate import audit, backlog, replay_app, retention_app
 from handoff.stack.cli_run import run
 
 if TYPE_CHECKING:
@@ -39,6 +39,7 @@ app.add_typer(effects_app, name="effects")
 app.command("audit")(audit)
 app.add_typer(retention_app, name="retention")
 app.add_typer(replay_app, name="replay")
+app.command("backlog")(backlog)
 app.command("sandbox-provider")(sandbox_provider)
 app.command("rehearse")(rehearse)
 app.command("run")(run)

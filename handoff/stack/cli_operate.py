@@ -475,3 +475,97 @@ def replay_status(name: PlanArg) -> None:
                else "not reconciled yet" if found.plan.status != "completed"
                else "[red]not reconciled[/red]")  # fmt: skip
     console.print(verdict + f"; reconciliation owner: {m.reconciliation_owner}")
+
+
+def backlog(
+    tenant: Annotated[str | None, typer.Option(help="Only this tenant's consumers.")] = None,
+    window: Annotated[
+        float, typer.Option(min=1, max=3600, help="Seconds between the two measurements.")
+    ] = 10.0,
+    experiment: Annotated[
+        bool,
+        typer.Option(
+            "--experiment",
+            help="Measure completion capacity at increasing "
+            "concurrency with --app (drains the backlog while it measures).",
+        ),
+    ] = False,
+    app_target: Annotated[
+        str | None, typer.Option("--app", help="With --experiment: the consumer, MODULE:APP.")
+    ] = None,
+    levels: Annotated[
+        str, typer.Option(help="With --experiment: worker counts, in order.")
+    ] = "1,2,4,8",
+    step_seconds: Annotated[
+        float, typer.Option(min=2, help="With --experiment: measured seconds per step.")
+    ] = 20.0,
+    show_all: Annotated[
+        bool, typer.Option("--all", help="Also consumer groups with no backlog and no traffic.")
+    ] = False,
+) -> None:
+    """The recovery budget: arrival, completion, backlog, oldest pending age and drain time
+    for the relay and each consumer (or, with --experiment, capacity per worker count)."""
+    from handoff.core.settings import load_settings
+
+    settings = load_settings()
+    if experiment:
+        _experiment(settings, app_target, levels, step_seconds)
+        return
+    from handoff.operate.backlog import measure
+
+    def seconds(value: float | None) -> str:
+        return "-" if value is None else f"{value:,.1f}"
+
+    budgets = measure(settings, tenant=tenant, window_s=window,
+                      progress=lambda line: console.print(line, highlight=False))  # fmt: skip
+    idle = [b for b in budgets[1:] if not (b.backlog or b.arrival_per_s or b.completion_per_s)]
+    if not show_all:
+        budgets = [b for b in budgets if b not in idle]
+    print_rows(
+        "recovery budget (drain = backlog / (completion - arrival))",
+        ("who", "backlog", "arrival /s", "completion /s", "applied /s", "oldest pending s",
+         "drain time"),
+        [[b.name, f"{b.backlog:,}", f"{b.arrival_per_s:,.1f}", f"{b.completion_per_s:,.1f}",
+          seconds(b.work_per_s), seconds(b.oldest_age_s),
+          ("no finite drain time" if b.drain_s is None else f"{b.drain_s:,.0f} s")]
+         for b in budgets],
+    )  # fmt: skip
+    if idle and not show_all:
+        console.print(f"{len(idle)} idle consumer group(s) not shown (--all shows them)")
+
+
+def _experiment(settings: Any, app_target: str | None, levels: str, step_s: float) -> None:
+    import os
+
+    from handoff.core.identity import Credential
+    from handoff.operate.capacity import experiment
+    from handoff.stack.cli_consumers import load_app
+
+    if not app_target:
+        raise typer.BadParameter("the experiment runs a consumer: --app MODULE:APP")
+    try:
+        counts = [int(n) for n in levels.split(",")]
+    except ValueError as exc:
+        raise typer.BadParameter("e.g. 1,2,4,8", param_hint="--levels") from exc
+    if not counts or any(n < 1 or n > 64 for n in counts):
+        raise typer.BadParameter("worker counts from 1 to 64", param_hint="--levels")
+    app = load_app(app_target)
+    token = os.environ.get(app.credential_env)
+    if not token:
+        raise typer.BadParameter(f"set {app.credential_env} to the consumer's credential")
+
+    def say(line: str) -> None:
+        console.print(line, highlight=False)
+
+    steps = experiment(
+        settings, app_target, Credential.parse(token), levels=counts, step_s=step_s, say=say
+    )
+    print_rows(
+        f"completion capacity of {app.name} by worker count",
+        ("workers", "completed /s", "gain", "quarantined", "provider trouble", "lock waits",
+         "backlog left", "verdict"),
+        [[str(s.workers), f"{s.completed_per_s:,.1f}",
+          "-" if s.gain is None else f"{s.gain:+.0%}", str(s.quarantined),
+          str(s.provider_trouble), str(s.lock_waits), f"{s.backlog_left:,}", s.verdict]
+         for s in steps],
+    )  # fmt: skip

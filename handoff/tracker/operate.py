@@ -28,6 +28,7 @@ import psycopg
 from fastapi import Request
 from pydantic import Field
 
+from handoff.consumers import lag as kafka_lag
 from handoff.core import effects, quarantine
 from handoff.core.errors import (
     EffectNotFound,
@@ -38,7 +39,6 @@ from handoff.core.errors import (
 )
 from handoff.core.identity import Credential
 from handoff.core.settings import HandoffSettings
-from handoff.tracker import kafka_lag
 from handoff.tracker import read_sql as q
 from handoff.tracker.read_model import Query, Reader, ReadModel, Rows
 from handoff.tracker.views import _View
@@ -116,7 +116,7 @@ async def operate_view(
         Query(q.TENANT_SERVICES, {}, lambda rows: [r["name"] for r in rows]),
         Query(q.QUARANTINE_PENDING, {"limit": LISTED}, _models(QuarantinedEvent)),
         Query(q.EFFECTS_UNRESOLVED, {"limit": LISTED}, _models(UnresolvedEffect)),
-        Query("SELECT now() AS now", {}, lambda rows: rows[0]["now"]),
+        Query(q.NOW, {}, lambda rows: rows[0]["now"]),
     )
     lags: list[ConsumerLag] = []
     kafka_error = None

@@ -218,6 +218,7 @@ SELECT {_REJECTION_COLUMNS}
 
 # -- operate ----------------------------------------------------------------------------
 
+NOW = "SELECT now() AS now"
 RELAY_BACKLOG = "SELECT pending, oldest_pending_at, parked FROM handoff.relay_backlog(%(cap)s)"
 TENANT_SERVICES = "SELECT name FROM handoff.reader_services() AS name"
 

@@ -1,0 +1,124 @@
+"""``handoff backlog``: the recovery budget of the relay and each consumer.
+
+For each, over a measuring window: arrival rate, completion rate, backlog,
+oldest pending age and the idealised drain time, backlog / (completion -
+arrival), as the playbook computes it (section 10: 7,200 waiting, 80/s in,
+100/s done -> 360 s). When completion does not exceed arrival there is no
+finite drain time, and that is what is printed.
+
+What counts as completed: for the relay, rows published (arrivals minus the
+growth of the waiting rows); for a consumer, offsets committed, which the
+runtime does only after the database commit of their work (completed, not
+pulled), and, beside it, its guard rows: the business events it applied.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import psycopg
+
+from handoff.consumers import lag
+from handoff.core.db import translated
+from handoff.core.settings import HandoffSettings
+from handoff.operate import backlog_sql as q
+
+
+def drain_time(backlog: int, arrival: float, completion: float) -> float | None:
+    """Seconds to drain ``backlog`` while work keeps arriving; None if it never drains."""
+    if backlog <= 0:
+        return 0.0
+    spare = completion - arrival
+    return backlog / spare if spare > 0 else None
+
+
+@dataclass(frozen=True)
+class Budget:
+    name: str
+    backlog: int
+    arrival_per_s: float
+    completion_per_s: float
+    work_per_s: float | None  # business events applied (consumers), per second
+    oldest_age_s: float | None
+
+    @property
+    def drain_s(self) -> float | None:
+        return drain_time(self.backlog, self.arrival_per_s, self.completion_per_s)
+
+
+@dataclass
+class _Snapshot:
+    at: datetime
+    clock: float
+    relay: dict[str, Any]
+    groups: dict[str, list[lag.PartitionPosition]]
+
+
+def _snapshot(conn: psycopg.Connection[Any], bootstrap: str, groups: list[str]) -> _Snapshot:
+    with translated():
+        at = conn.execute(q.NOW).fetchone()[0]  # type: ignore[index]
+        row = conn.execute(q.RELAY).fetchone()
+    assert row is not None
+    relay = {"pending": row[0], "oldest": row[1], "high": row[2]}
+    return _Snapshot(at, time.monotonic(), relay, lag.group_positions(bootstrap, groups))
+
+
+def measure(
+    settings: HandoffSettings,
+    *,
+    tenant: str | None = None,
+    window_s: float = 10.0,
+    sleep: Callable[[float], None] = time.sleep,
+    progress: Callable[[str], None] = lambda _: None,
+) -> list[Budget]:
+    """Two snapshots ``window_s`` apart; the relay first, then each consumer group."""
+    with psycopg.connect(settings.database_url, autocommit=True) as conn:
+        with translated():
+            services = conn.execute(q.SERVICES, {"tenant": tenant}).fetchall()
+        names = {lag.group_of(t, s): (t, s) for t, s in services}
+        progress(f"measuring for {window_s:g} s: the relay and {len(names)} consumer group(s)")
+        first = _snapshot(conn, settings.kafka_bootstrap, list(names))
+        sleep(window_s)
+        last = _snapshot(conn, settings.kafka_bootstrap, list(names))
+        with translated():
+            arrived = conn.execute(q.ARRIVED, {"high": first.relay["high"]}).fetchone()[0]  # type: ignore[index]
+            work = {(t, c): n for t, c, n in conn.execute(
+                q.WORK_SINCE, {"since": first.at, "tenant": tenant})}  # fmt: skip
+    seconds = max(last.clock - first.clock, 1e-3)
+    published = arrived - (last.relay["pending"] - first.relay["pending"])
+    oldest = last.relay["oldest"]
+    budgets = [
+        Budget(
+            "relay",
+            int(last.relay["pending"]),
+            arrived / seconds,
+            max(published, 0) / seconds,
+            None,
+            (last.at - oldest).total_seconds() if oldest else None,
+        )
+    ]
+    for group, parts in sorted(last.groups.items()):
+        if not parts:
+            continue  # never committed anything: not running, or not yet
+        before = {(p.topic, p.partition): p for p in first.groups.get(group, [])}
+        arrival = completion = 0
+        for p in parts:
+            was = before.get((p.topic, p.partition))
+            arrival += p.end - (was.end if was else p.end)
+            completion += p.committed - (was.committed if was else p.committed)
+        t, consumer = names[group]
+        budgets.append(
+            Budget(
+                f"{consumer} ({t})",
+                sum(p.lag for p in parts),
+                arrival / seconds,
+                completion / seconds,
+                work.get((t, consumer), 0) / seconds,
+                lag.oldest_pending_age(settings.kafka_bootstrap, parts),
+            )
+        )
+    return budgets
