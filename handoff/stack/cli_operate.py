@@ -569,3 +569,15 @@ def _experiment(settings: Any, app_target: str | None, levels: str, step_s: floa
           str(s.provider_trouble), str(s.lock_waits), f"{s.backlog_left:,}", s.verdict]
          for s in steps],
     )  # fmt: skip
+
+
+@replay_app.command("record")
+def replay_record(name: PlanArg) -> None:
+    """The event recovery record of a plan (markdown on stdout; blanks for people to fill)."""
+    from handoff.operate import replay
+    from handoff.operate.record import render
+    from handoff.operate.retention import current
+
+    with _admin() as conn:
+        text = render(replay.status(conn, name), current(conn))
+    print(text, end="")

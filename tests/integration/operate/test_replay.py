@@ -158,6 +158,13 @@ def test_a_replay_stopped_mid_run_resumes_with_nothing_applied_twice(
     assert len(rows) == 29 and len({r[4] for r in rows}) == 29  # no effect twice
     status = _cli(review, "status", "r-all")
     assert "reconciled: every authorised record has one outcome" in status.stderr
+    record = _cli(review, "record", "r-all")
+    assert record.returncode == 0, record.stderr
+    assert f"revision `{revision}`" in record.stdout
+    assert "observed: completed 19, duplicate 10, quarantined 0, unresolved 0, excluded 1" in (
+        record.stdout
+    )
+    assert "stop requested" in record.stdout and "_(to fill in)_" in record.stdout
 
 
 def test_capabilities_not_listed_are_skipped_never_performed(
