@@ -308,6 +308,7 @@ class Replayer:
             "group.id": f"handoff-replay-{self.name}",
             "enable.auto.commit": False,
             "enable.auto.offset.store": False,
+            "enable.partition.eof": True,
         })  # fmt: skip
         kafka.assign([TopicPartition(m.topic, p, nexts[p]) for p in sorted(pending)])
         interval = 1.0 / m.rate
@@ -330,6 +331,11 @@ class Replayer:
                 problem = msg.error()
                 if problem is not None:
                     if problem.code() == KafkaError._PARTITION_EOF:
+                        # Past the range's end with nothing more to read (its last
+                        # offsets may be transaction markers, never delivered).
+                        eof = msg.partition() or 0
+                        if (msg.offset() or 0) > ends.get(eof, -1):
+                            pending.discard(eof)
                         continue
                     raise ConfigurationError(f"replay {self.name}: Kafka: {problem}")
                 partition, offset = msg.partition() or 0, msg.offset() or 0

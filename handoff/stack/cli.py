@@ -17,7 +17,13 @@ from handoff.core.settings import default_home, load_settings
 from handoff.stack.cli_common import YesOpt, _admin, _confirm, console
 from handoff.stack.cli_consumers import consume, quarantine_app
 from handoff.stack.cli_effects import effects_app, rehearse, sandbox_provider
-from handoff.stack.cli_operate import audit, backlog, replay_app, retention_app
+from handoff.stack.cli_operate import (
+    audit,
+    backlog,
+    projection_app,
+    replay_app,
+    retention_app,
+)
 from handoff.stack.cli_run import run
 
 if TYPE_CHECKING:
@@ -40,6 +46,7 @@ app.command("audit")(audit)
 app.add_typer(retention_app, name="retention")
 app.add_typer(replay_app, name="replay")
 app.command("backlog")(backlog)
+app.add_typer(projection_app, name="projection")
 app.command("sandbox-provider")(sandbox_provider)
 app.command("rehearse")(rehearse)
 app.command("run")(run)

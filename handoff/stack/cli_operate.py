@@ -12,7 +12,7 @@ from typing import Annotated, Any
 
 import typer
 
-from handoff.stack.cli_common import _admin, console, print_rows
+from handoff.stack.cli_common import YesOpt, _admin, _confirm, console, print_rows
 
 log = logging.getLogger("handoff.audit")
 
@@ -581,3 +581,104 @@ def replay_record(name: PlanArg) -> None:
     with _admin() as conn:
         text = render(replay.status(conn, name), current(conn))
     print(text, end="")
+
+
+projection_app = typer.Typer(
+    no_args_is_help=True,
+    help="Rebuild a latest-state projection of documents from Kafka into its own schema, "
+    "compare it with the authoritative tables, and switch readers to it on request.",
+)
+ProjectionArg = Annotated[str, typer.Argument(help="The projection's name (a-z, 0-9, _).")]
+
+
+@projection_app.command("rebuild")
+def projection_rebuild(
+    name: ProjectionArg,
+    topic: Annotated[str | None, typer.Option(help="Default: the consumers' topic.")] = None,
+    tenant: Annotated[str | None, typer.Option(help="Only this tenant's documents.")] = None,
+) -> None:
+    """Read the topic up to its end now into schema handoff_projection_NAME (progress shown)."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
+
+    from handoff.consumers.settings import ConsumerSettings
+    from handoff.core.settings import load_settings
+    from handoff.operate.projection import rebuild
+
+    chosen = topic or ConsumerSettings().topics[0]
+    with Progress("rebuilding", BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  console=console) as bar:  # fmt: skip
+        task = bar.add_task("events", total=None)
+
+        def progress(done: int, total: int) -> None:
+            bar.update(task, completed=done, total=total)
+
+        built = rebuild(load_settings(), name, topic=chosen, tenant=tenant, progress=progress)
+    console.print(
+        f"projection {name}: {built.events:,} event(s) of {chosen} in {built.seconds:.1f} s"
+        + (f"; {built.undecodable} undecodable, skipped" if built.undecodable else "")
+        + f". Next: handoff projection compare {name}",
+        highlight=False,
+    )
+
+
+@projection_app.command("compare")
+def projection_compare(
+    name: ProjectionArg,
+    tenant: Annotated[str | None, typer.Option(help="Only this tenant.")] = None,
+) -> None:
+    """Entity counts per owner and the documents that differ (exit 1 when any does)."""
+    from handoff.operate.projection import compare
+
+    with _admin() as conn:
+        found = compare(conn, name, tenant=tenant)
+    print_rows(f"projection {name} against handoff.document_state",
+               ("tenant", "owner ('' finished)", "projected", "authoritative"),
+               [[c["tenant_id"], c["owner"], str(c["projected"]), str(c["authoritative"])]
+                for c in found.count_mismatches] or [["-", "-", "counts agree", "-"]])  # fmt: skip
+    if found.sample:
+        columns = tuple(found.sample[0])
+        print_rows(f"{found.differences} document(s) differ, the first {len(found.sample)}",
+                   columns, [[_cell(r[c]) for c in columns] for r in found.sample])  # fmt: skip
+    console.print("no differences" if not found.differences
+                  else f"[red]{found.differences} difference(s)[/red]")  # fmt: skip
+    raise typer.Exit(0 if not found.differences else 1)
+
+
+@projection_app.command("switch")
+def projection_switch(
+    name: ProjectionArg,
+    force: Annotated[
+        bool, typer.Option("--force", help="Switch although the last comparison differed.")
+    ] = False,
+) -> None:
+    """Point the readers' view handoff_read.documents at this projection."""
+    from handoff.operate.projection import switch
+
+    with _admin() as conn:
+        switch(conn, name, force=force)
+    console.print(f"readers of handoff_read.documents now read projection {name}")
+
+
+@projection_app.command("list")
+def projection_list() -> None:
+    """Projections, what they hold, and which one readers use."""
+    from handoff.operate.projection import current, listing
+
+    with _admin() as conn:
+        found, used = listing(conn), current(conn)
+    print_rows("projections", ("name", "topic", "tenant", "events", "finished", "differences",
+                               "readers"),
+               [[p["name"], _cell(p.get("topic")), _cell(p.get("tenant_id")),
+                 _cell(p.get("events")), _cell(p.get("finished_at")), _cell(p.get("differences")),
+                 "yes" if p["name"] == used else ""] for p in found])  # fmt: skip
+
+
+@projection_app.command("drop")
+def projection_drop(name: ProjectionArg, yes: YesOpt = False) -> None:
+    """Drop a projection's schema (not the one readers use)."""
+    from handoff.operate.projection import drop
+
+    _confirm(f"Drop projection {name} and its schema?", yes)
+    with _admin() as conn:
+        drop(conn, name)
+    console.print(f"projection {name} dropped")
