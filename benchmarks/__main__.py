@@ -10,7 +10,7 @@ from dataclasses import asdict
 
 from rich.console import Console
 
-from benchmarks import consumer, effects, emit, emit_pgbench, pgbench, relay, tracker
+from benchmarks import audit, consumer, effects, emit, emit_pgbench, pgbench, relay, tracker
 from benchmarks.stats import markdown_table
 from handoff.core.settings import load_settings
 from handoff.stack.local import LocalStack
@@ -377,13 +377,33 @@ def bench_effects(executor_counts: list[int], per_executor: int, latency_ms: int
     )  # fmt: skip
 
 
+def bench_audit(sizes: list[int]) -> str:
+    """``handoff audit`` wall time and peak resident memory by size, one run."""
+    stack = LocalStack(console=console)
+    settings = load_settings(stack.layout.home)
+    console.print("[bold]audit[/bold]: a clean tenant per size, audited as a real process")
+    runs = audit.run(settings, stack.layout.home, sizes,
+                     lambda line: console.print(line, highlight=False))  # fmt: skip
+    out = stack.layout.home / "bench"
+    out.mkdir(exist_ok=True)
+    (out / f"audit-{time.strftime('%Y%m%d-%H%M%S')}.json").write_text(
+        json.dumps([asdict(r) for r in runs], indent=2)
+    )
+    names = sorted(runs[0].checks)
+    return markdown_table(
+        ["documents", "audit s", "peak RSS MB", *(f"{n} s" for n in names), "load s"],
+        [[f"{r.documents:,}", f"{r.audit_s:.1f}", f"{r.peak_rss_mb:.0f}",
+          *(f"{r.checks[n]:.1f}" for n in names), f"{r.load_s:.0f}"] for r in runs],
+    )  # fmt: skip
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m benchmarks")
     parser.add_argument(
         "which",
         nargs="*",
-        default=["emit", "relay", "tracker", "consumer", "effects"],
-        help="benchmarks to run: emit, relay, tracker, consumer, effects",
+        default=["emit", "relay", "tracker", "consumer", "effects", "audit"],
+        help="benchmarks to run: emit, relay, tracker, consumer, effects, audit",
     )
     parser.add_argument("--rows", type=int, default=1_000_000, help="relay backlog rows")
     parser.add_argument("--rate", type=float, default=1000.0, help="emits/s for relay latency")
@@ -407,6 +427,7 @@ def main() -> None:
     parser.add_argument(
         "--provider-latency-ms", type=int, default=20, help="effects: the provider's latency"
     )
+    parser.add_argument("--audit-sizes", default="100000,1000000", help="audit: documents per run")
     args = parser.parse_args()
     counts = [int(c) for c in args.clients.split(",")]
     if "emit" in args.which:
@@ -431,6 +452,10 @@ def main() -> None:
             args.provider_latency_ms,
         )  # fmt: skip
         console.print("\n[bold]Effects[/bold]")
+        print(table)
+    if "audit" in args.which:
+        table = bench_audit([int(n) for n in args.audit_sizes.split(",")])
+        console.print("\n[bold]Audit[/bold]")
         print(table)
 
 

@@ -155,7 +155,7 @@ def _bulk(conn: psycopg.Connection[Any], statement: str, params: dict[str, Any])
     of the deadline counters (both write owner_due_counts; the statement rolled back)."""
     for attempt in range(1, 6):
         try:
-            conn.execute(statement, params)  # type: ignore[arg-type]
+            conn.execute(statement, params)
             return
         except psycopg.errors.DeadlockDetected:
             if attempt == 5:
