@@ -22,9 +22,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import psutil
 import psycopg
 
+from benchmarks.stats import peak_rss
 from handoff.core.services import add_service, remove_service
 from handoff.core.settings import HandoffSettings
 
@@ -104,14 +104,8 @@ def audit_once(home: Path, tenant: str) -> tuple[float, float, dict[str, Any]]:
         env={**os.environ, "HANDOFF_HOME": str(home)},
         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
     )  # fmt: skip
-    watched = psutil.Process(proc.pid)
-    peak = 0
-    while proc.poll() is None:
-        try:
-            peak = max(peak, watched.memory_info().rss)
-        except psutil.NoSuchProcess:
-            break
-        time.sleep(0.02)
+    # The report is small (a few rows per check): the pipe cannot fill while we sample.
+    peak = peak_rss(proc)
     out, _ = proc.communicate()
     report: dict[str, Any] = json.loads(out)
     return time.perf_counter() - started, peak / 2**20, report

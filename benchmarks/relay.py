@@ -20,12 +20,11 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
-import psutil
 import psycopg
 from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
-from benchmarks.stats import percentile
+from benchmarks.stats import peak_rss, percentile
 from handoff.core.events import current_schema, encode, to_record
 from handoff.core.settings import HandoffSettings
 from handoff.relay.kafka_io import headers
@@ -89,14 +88,7 @@ def drain(home: str, topic: str, rows: int) -> DrainResult:
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
-    watched = psutil.Process(proc.pid)
-    peak = 0
-    while proc.poll() is None:
-        try:
-            peak = max(peak, watched.memory_info().rss)
-        except psutil.NoSuchProcess:
-            break
-        time.sleep(0.2)
+    peak = peak_rss(proc, every_s=0.2)
     elapsed = time.perf_counter() - began
     if proc.returncode != 0:
         raise RuntimeError(f"relay exited with {proc.returncode}")

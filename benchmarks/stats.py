@@ -1,8 +1,12 @@
-"""Percentiles and tables for benchmark reports."""
+"""Percentiles, tables and peak memory for benchmark reports."""
 
 from __future__ import annotations
 
+import subprocess
+import time
 from collections.abc import Sequence
+
+import psutil
 
 
 def percentile(sorted_values: Sequence[float], q: float) -> float:
@@ -23,3 +27,16 @@ def markdown_table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> 
     ]
     lines += ["| " + " | ".join(cell(v) for v in row) + " |" for row in rows]
     return "\n".join(lines)
+
+
+def peak_rss(proc: subprocess.Popen[bytes], every_s: float = 0.02) -> int:
+    """Wait for ``proc``, sampling its resident memory; the largest sample, in bytes."""
+    watched = psutil.Process(proc.pid)
+    peak = 0
+    while proc.poll() is None:
+        try:
+            peak = max(peak, watched.memory_info().rss)
+        except psutil.NoSuchProcess:
+            break
+        time.sleep(every_s)
+    return peak

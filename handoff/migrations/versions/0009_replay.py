@@ -25,7 +25,8 @@ def upgrade() -> None:
 def downgrade() -> None:
     op.execute(
         """
-        DROP FUNCTION handoff.replay_record, handoff.replay_skip, handoff.replay_stopping;
+        DROP FUNCTION IF EXISTS handoff.replay_record, handoff.replay_skip, handoff.replay_stopping,
+                      handoff._replay_mine;
         DROP TABLE handoff.replay_audit, handoff.replay_skipped, handoff.replay_items,
                    handoff.replay_plans;
         """

@@ -65,14 +65,9 @@ CREATE TABLE handoff.replay_audit (
     detail   text
 );
 
--- The runner processes as the consumer's service (its guard functions take
--- the consumer from session_user) and records each record's outcome and the
--- checkpoint in the same transaction, through these functions: a service
--- can write only the bookkeeping of a running plan of its own.
-CREATE FUNCTION handoff.replay_record(p_plan text, p_items jsonb, p_checkpoint jsonb)
-RETURNS boolean
+-- Refuses unless plan p_plan is running for the calling consumer.
+CREATE FUNCTION handoff._replay_mine(p_plan text) RETURNS void
 LANGUAGE plpgsql
-SECURITY DEFINER
 SET search_path = handoff, pg_temp
 AS $$
 DECLARE
@@ -85,6 +80,21 @@ BEGIN
         RAISE EXCEPTION 'replay plan % is not running for consumer %', p_plan, v_me.name
             USING ERRCODE = '42501';
     END IF;
+END
+$$;
+
+-- The runner processes as the consumer's service (its guard functions take
+-- the consumer from session_user) and records each record's outcome and the
+-- checkpoint in the same transaction, through these functions: a service
+-- can write only the bookkeeping of a running plan of its own.
+CREATE FUNCTION handoff.replay_record(p_plan text, p_items jsonb, p_checkpoint jsonb)
+RETURNS boolean
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = handoff, pg_temp
+AS $$
+BEGIN
+    PERFORM _replay_mine(p_plan);
     INSERT INTO replay_items AS i (plan, event_key, kafka_partition, kafka_offset, outcome, detail)
     SELECT p_plan, x.key, x."partition", x."offset", x.outcome, x.detail
       FROM jsonb_to_recordset(p_items)
@@ -109,16 +119,8 @@ LANGUAGE plpgsql
 SECURITY DEFINER
 SET search_path = handoff, pg_temp
 AS $$
-DECLARE
-    v_me services := _consumer();
 BEGIN
-    PERFORM 1 FROM replay_plans
-      WHERE name = p_plan AND tenant_id = v_me.tenant_id AND consumer = v_me.name
-        AND status = 'running';
-    IF NOT FOUND THEN
-        RAISE EXCEPTION 'replay plan % is not running for consumer %', p_plan, v_me.name
-            USING ERRCODE = '42501';
-    END IF;
+    PERFORM _replay_mine(p_plan);
     INSERT INTO replay_skipped (plan, event_id, capability) VALUES (p_plan, p_event_id, p_capability)
     ON CONFLICT DO NOTHING;
 END
@@ -133,7 +135,7 @@ AS $$
      WHERE p.name = p_plan AND p.tenant_id = me.tenant_id AND p.consumer = me.name;
 $$;
 
-REVOKE ALL ON FUNCTION handoff.replay_record, handoff.replay_skip, handoff.replay_stopping
-    FROM PUBLIC;
+REVOKE ALL ON FUNCTION handoff._replay_mine, handoff.replay_record, handoff.replay_skip,
+                       handoff.replay_stopping FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION handoff.replay_record, handoff.replay_skip, handoff.replay_stopping
     TO handoff_service;

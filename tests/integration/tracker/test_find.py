@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -137,7 +138,9 @@ def test_a_walk_stopped_at_its_bound_continues_from_where_it_got(
         finally:
             await pool.close()
 
-    pages = asyncio.run(walk())
+    # In a thread of its own: after the browser tests, this thread has an event loop.
+    with ThreadPoolExecutor(1) as pool:
+        pages = pool.submit(lambda: asyncio.run(walk())).result()
     assert [p[1] for p in pages] == [3, 3, 2]  # 8 rows walked 3 at a time
     assert [i for ids, _, _ in pages for i in ids] == [
         "inv-1",
