@@ -108,17 +108,30 @@ def _as(credential: Credential, request: Request, document_id: str | None) -> di
     return args
 
 
+def emit_as_in(
+    conn: psycopg.Connection[Any],
+    credential: Credential,
+    request: Request,
+    document_id: str | None = None,
+) -> Receipt | Rejection:
+    """Emit as the service a credential names, on a connection of the API role."""
+    with translated():
+        row = conn.execute(EMIT_HTTP, _as(credential, request, document_id)).fetchone()
+    assert row is not None
+    return outcome(row[0])
+
+
 def emit_as(
     conn: psycopg.Connection[Any],
     credential: Credential,
     request: Request,
     document_id: str | None = None,
 ) -> Receipt:
-    """Emit as the service a credential names, on a connection of the API role."""
-    with translated():
-        row = conn.execute(EMIT_HTTP, _as(credential, request, document_id)).fetchone()
-    assert row is not None
-    return answer(row[0])
+    """``emit_as_in``; a refusal raises."""
+    found = emit_as_in(conn, credential, request, document_id)
+    if isinstance(found, Rejection):
+        found.raise_()
+    return found
 
 
 async def emit_http(

@@ -53,7 +53,10 @@ app.command("run")(run)
 
 PartsArg = Annotated[
     list[str] | None,
-    typer.Argument(help="Parts to act on: postgres, kafka, registry (default: all)."),
+    typer.Argument(
+        help="Parts to act on: postgres, kafka, registry, dynamodb (default: the first three; "
+        "down: all that run)."
+    ),
 ]
 
 
@@ -74,11 +77,21 @@ def _status_table(statuses: list[PartStatus]) -> Table:
 
 
 @stack_app.command("up")
-def stack_up(parts: PartsArg = None) -> None:
+def stack_up(
+    parts: PartsArg = None,
+    with_: Annotated[
+        list[str] | None,
+        typer.Option("--with", help="Also start an optional part: dynamodb (the AWS twin)."),
+    ] = None,
+) -> None:
     """Start the stack (idempotent): reuse running parts, start the rest, wait until healthy."""
-    from handoff.stack.local import PART_NAMES
+    from handoff.stack.local import OPTIONAL_PARTS, PART_NAMES
 
-    statuses = _stack().up(parts or PART_NAMES)
+    unknown = set(with_ or []) - set(OPTIONAL_PARTS)
+    if unknown:
+        raise typer.BadParameter(f"{', '.join(sorted(unknown))}: the optional parts are "
+                                 f"{', '.join(OPTIONAL_PARTS)}", param_hint="--with")  # fmt: skip
+    statuses = _stack().up([*(parts or PART_NAMES), *(with_ or [])])
     console.print(_status_table(statuses))
     console.print('Point tools at it with: eval "$(handoff stack env)"')
 
@@ -86,9 +99,9 @@ def stack_up(parts: PartsArg = None) -> None:
 @stack_app.command("down")
 def stack_down(parts: PartsArg = None) -> None:
     """Stop the parts this project's stack started (nothing else)."""
-    from handoff.stack.local import PART_NAMES
+    from handoff.stack.local import OPTIONAL_PARTS, PART_NAMES
 
-    stopped = _stack().down(parts or PART_NAMES)
+    stopped = _stack().down(parts or (*PART_NAMES, *OPTIONAL_PARTS))
     console.print(f"stopped: {', '.join(stopped)}" if stopped else "nothing was running")
 
 

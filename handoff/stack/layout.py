@@ -48,6 +48,9 @@ class StackSettings(BaseSettings):
     registry_management_port: Annotated[
         int, Field(description="Preferred registry management (health) port.")
     ] = 18081
+    dynamodb_port: Annotated[
+        int, Field(description="Preferred port of DynamoDB (moto's server), when started.")
+    ] = 18955
     kafka_version: Annotated[str, Field(description="org.apache.kafka:kafka_2.13 version.")] = (
         "4.1.1"
     )
@@ -78,6 +81,7 @@ class StackSettings(BaseSettings):
         "kafka_controller_port",
         "registry_port",
         "registry_management_port",
+        "dynamodb_port",
     )
     @classmethod
     def _port(cls, value: int) -> int:
@@ -98,6 +102,7 @@ class Ports:
     kafka_controller: int
     registry: int
     registry_management: int
+    dynamodb: int = 0  # chosen on its first start (a stack recorded before it existed has 0)
 
 
 @dataclass

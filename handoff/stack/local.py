@@ -14,6 +14,7 @@ from collections.abc import Iterable
 from rich.console import Console
 
 from handoff.core.errors import StackError
+from handoff.stack.dynamodb import DynamoDB
 from handoff.stack.kafka import Kafka
 from handoff.stack.layout import Layout, StackSettings, port_is_free
 from handoff.stack.part import Part, PartStatus
@@ -21,6 +22,8 @@ from handoff.stack.postgres import Postgres
 from handoff.stack.registry import Registry
 
 PART_NAMES = ("postgres", "kafka", "registry")
+# Started on request only (handoff stack up --with dynamodb): the AWS twin's store.
+OPTIONAL_PARTS = ("dynamodb",)
 
 
 class LocalStack:
@@ -32,25 +35,30 @@ class LocalStack:
         self.postgres = Postgres(self.layout, self.state, self.console)
         self.kafka = Kafka(self.layout, self.state, self.console)
         self.registry = Registry(self.layout, self.state, self.console, self.postgres)
+        self.dynamodb = DynamoDB(self.layout, self.state, self.console)
 
     @property
     def parts(self) -> list[Part]:
-        return [self.postgres, self.kafka, self.registry]
+        return [self.postgres, self.kafka, self.registry, self.dynamodb]
 
     def part(self, name: str) -> Part:
         for part in self.parts:
             if part.name == name:
                 return part
-        raise StackError(f"no part named {name!r}; the parts are {', '.join(PART_NAMES)}")
+        known = ", ".join(PART_NAMES + OPTIONAL_PARTS)
+        raise StackError(f"no part named {name!r}; the parts are {known}")
 
     # -- settings other processes read ---------------------------------------------
 
     def env(self) -> dict[str, str]:
-        return {
+        found = {
             "HANDOFF_DATABASE_URL": self.postgres.app_url(),
             "HANDOFF_KAFKA_BOOTSTRAP": self.kafka.address(),
             "HANDOFF_SCHEMA_REGISTRY_URL": self.registry.url(),
         }
+        if self.dynamodb.pid() is not None:
+            found["HANDOFF_DYNAMODB_URL"] = self.dynamodb.url()
+        return found
 
     def write_env(self) -> None:
         lines = [f"{key}={value}" for key, value in self.env().items()]
@@ -65,6 +73,7 @@ class LocalStack:
             "postgres": [p.postgres],
             "kafka": [p.kafka, p.kafka_controller],
             "registry": [p.registry, p.registry_management],
+            "dynamodb": [int(self.dynamodb.url().rsplit(":", 1)[1])],
         }
         for part in parts:
             busy = [port for port in wanted[part.name] if not port_is_free(port)]
@@ -110,4 +119,6 @@ class LocalStack:
         return stopped
 
     def status(self) -> list[PartStatus]:
-        return [part.status() for part in self.parts]
+        """The standing parts, and the optional ones that are running."""
+        return [part.status() for part in self.parts
+                if part.name in PART_NAMES or part.pid() is not None]  # fmt: skip
