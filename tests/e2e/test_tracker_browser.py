@@ -306,3 +306,30 @@ def test_operate_retry_a_quarantined_event_from_the_page(
         "SELECT actor, detail FROM handoff.quarantine_audit WHERE quarantine_id = %s", (entry,)
     ).fetchall()
     assert audit == [("review (tracker)", "amount added to the schema")]
+
+
+def test_operate_resolve_an_unresolved_effect_from_the_page(
+    page: Page, api_url: str, pipeline: Pipeline, admin: psycopg.Connection[Any], tenant: str
+) -> None:
+    intent = admin.execute(
+        """INSERT INTO handoff.effect_intents (tenant_id, consumer, event_id, effect,
+               idempotency_key, document_id, run_id, request, fingerprint, state,
+               reconciliation, attempts, lookups, owner, error)
+           VALUES (%s, 'finalization', 'e-pay', 'pay', %s, 'invoice-1005', 1, '{}', '\\x00',
+                   'unknown', 'unresolved', 1, 5, 'finalization', 'lookups failed 5 times')
+           RETURNING id""",
+        (tenant, f"k-{tenant}"),
+    ).fetchone()[0]  # type: ignore[index]
+    sign_in(page, api_url, pipeline.demo.credentials["finalization"])
+    page.goto(f"{api_url}/operate")
+    row = page.locator(f"[data-effect='{intent}']")
+    expect(row).to_contain_text("lookups failed 5 times")
+    row.locator("select[name=outcome]").select_option("succeeded")
+    row.locator("input[name=provider_ref]").fill("pay_777")
+    row.locator("input[name=reason]").fill("found in the provider's dashboard")
+    row.locator("button", has_text="Resolve").click()
+    expect(page.locator("[data-done]")).to_contain_text("resolved as succeeded")
+    expect(page.locator(f"[data-effect='{intent}']")).to_have_count(0)  # no longer waiting
+    state = admin.execute("SELECT state, reconciliation, provider_ref FROM handoff.effect_intents "
+                          "WHERE id = %s", (intent,)).fetchone()  # fmt: skip
+    assert state == ("succeeded", "resolved", "pay_777")
