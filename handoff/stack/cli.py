@@ -20,6 +20,7 @@ from handoff.stack.cli_effects import effects_app, rehearse, sandbox_provider
 from handoff.stack.cli_operate import (
     audit,
     backlog,
+    dynamodb_relay,
     projection_app,
     replay_app,
     retention_app,
@@ -47,6 +48,7 @@ app.add_typer(retention_app, name="retention")
 app.add_typer(replay_app, name="replay")
 app.command("backlog")(backlog)
 app.add_typer(projection_app, name="projection")
+app.command("dynamodb-relay")(dynamodb_relay)
 app.command("sandbox-provider")(sandbox_provider)
 app.command("rehearse")(rehearse)
 app.command("run")(run)

@@ -682,3 +682,33 @@ def projection_drop(name: ProjectionArg, yes: YesOpt = False) -> None:
     with _admin() as conn:
         drop(conn, name)
     console.print(f"projection {name} dropped")
+
+
+def dynamodb_relay(
+    table: Annotated[str, typer.Option(help="The AWS design's table.")] = "handoff",
+    topic: Annotated[str, typer.Option(help="Kafka topic, as the relay's.")] = "handoff.events",
+    once: Annotated[bool, typer.Option("--once", help="Publish what is there, then stop.")] = False,
+    every: Annotated[float, typer.Option(min=0.05, help="Seconds between reads.")] = 0.5,
+) -> None:
+    """Publish the DynamoDB table's stream to Kafka as the relay publishes the outbox
+    (HANDOFF_DYNAMODB_URL names the endpoint; handoff stack up --with dynamodb sets it)."""
+    import os
+
+    from handoff.core.settings import load_settings
+    from handoff.dynamo.streams import StreamReader
+    from handoff.stack.dynamodb import client
+
+    url = os.environ.get("HANDOFF_DYNAMODB_URL")
+    if not url:
+        raise typer.BadParameter('set HANDOFF_DYNAMODB_URL (eval "$(handoff stack env)")')
+    reader = StreamReader(load_settings(), client(url), client(url, "dynamodbstreams"),
+                          table=table, topic=topic)  # fmt: skip
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
+    total = 0
+    while True:
+        total += reader.run_once()
+        if once or stop.wait(every):
+            console.print(f"published {total} event(s) to {topic}", highlight=False)
+            return

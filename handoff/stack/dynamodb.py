@@ -93,12 +93,13 @@ class DynamoDB(Part):
         self.layout.pid_file(self.name).unlink(missing_ok=True)
 
 
-def client(url: str) -> object:
-    """A boto3 DynamoDB client for the local server (any credentials; moto ignores them)."""
+def client(url: str, service: str = "dynamodb") -> object:
+    """A boto3 client (``dynamodb`` or ``dynamodbstreams``) for the local server (any
+    credentials; moto ignores them)."""
     import boto3
 
     return boto3.client(
-        "dynamodb",
+        service,
         endpoint_url=url,
         region_name=REGION,
         aws_access_key_id="local",
