@@ -21,6 +21,7 @@ from handoff.stack.cli_operate import (
     audit,
     backlog,
     dynamodb_relay,
+    import_app,
     projection_app,
     replay_app,
     retention_app,
@@ -49,6 +50,7 @@ app.add_typer(replay_app, name="replay")
 app.command("backlog")(backlog)
 app.add_typer(projection_app, name="projection")
 app.command("dynamodb-relay")(dynamodb_relay)
+app.add_typer(import_app, name="import")
 app.command("sandbox-provider")(sandbox_provider)
 app.command("rehearse")(rehearse)
 app.command("run")(run)
