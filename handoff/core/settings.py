@@ -45,6 +45,14 @@ class HandoffSettings(BaseSettings):
         Field(description="Confluent-compatible schema registry API base URL."),
     ] = "http://127.0.0.1:18080/apis/ccompat/v7"
 
+    dynamodb_url: Annotated[
+        str | None,
+        Field(
+            description="DynamoDB endpoint of the AWS twin (handoff stack up --with dynamodb "
+            "sets it; unset: the twin's commands say so)."
+        ),
+    ] = None
+
     @property
     def sqlalchemy_url(self) -> str:
         """``database_url`` with SQLAlchemy's psycopg 3 driver named (for alembic)."""

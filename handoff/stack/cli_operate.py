@@ -692,16 +692,16 @@ def dynamodb_relay(
 ) -> None:
     """Publish the DynamoDB table's stream to Kafka as the relay publishes the outbox
     (HANDOFF_DYNAMODB_URL names the endpoint; handoff stack up --with dynamodb sets it)."""
-    import os
 
     from handoff.core.settings import load_settings
     from handoff.dynamo.streams import StreamReader
     from handoff.stack.dynamodb import client
 
-    url = os.environ.get("HANDOFF_DYNAMODB_URL")
+    settings = load_settings()
+    url = settings.dynamodb_url
     if not url:
-        raise typer.BadParameter('set HANDOFF_DYNAMODB_URL (eval "$(handoff stack env)")')
-    reader = StreamReader(load_settings(), client(url), client(url, "dynamodbstreams"),
+        raise typer.BadParameter("set HANDOFF_DYNAMODB_URL (handoff stack up --with dynamodb)")
+    reader = StreamReader(settings, client(url), client(url, "dynamodbstreams"),
                           table=table, topic=topic)  # fmt: skip
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -726,7 +726,6 @@ def import_dynamodb(
 ) -> None:
     """Copy a table of the AWS design into PostgreSQL (resumable), then verify it:
     counts equal states, versions gapless, receipts intact (exit 1 otherwise)."""
-    import os
 
     from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
@@ -734,9 +733,10 @@ def import_dynamodb(
     from handoff.dynamo.porting import import_table
     from handoff.stack.dynamodb import client
 
-    url = os.environ.get("HANDOFF_DYNAMODB_URL")
+    settings = load_settings()
+    url = settings.dynamodb_url
     if not url:
-        raise typer.BadParameter('set HANDOFF_DYNAMODB_URL (eval "$(handoff stack env)")')
+        raise typer.BadParameter("set HANDOFF_DYNAMODB_URL (handoff stack up --with dynamodb)")
     with Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(),
                   console=console) as bar:  # fmt: skip
         task = bar.add_task("scanning", total=None)
@@ -744,7 +744,7 @@ def import_dynamodb(
         def progress(n: int) -> None:
             bar.update(task, description=f"{n:,} item(s) scanned")
 
-        found = import_table(client(url), load_settings().database_url, table,
+        found = import_table(client(url), settings.database_url, table,
                              segments=segments, progress=progress)  # fmt: skip
     console.print(
         f"imported {found.states:,} state(s), {found.events:,} version(s), "

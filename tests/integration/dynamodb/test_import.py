@@ -87,8 +87,9 @@ def _count(admin: psycopg.Connection[Any], what: str, tenant: str) -> int:
 
 
 def test_a_generated_table_is_ported_verified_and_resumable(
-    generated: tuple[str, str, Any], migrated: HandoffSettings, admin: psycopg.Connection[Any]
-) -> None:
+    generated: tuple[str, str, Any], migrated: HandoffSettings, admin: psycopg.Connection[Any],
+    dynamo_url: str,
+) -> None:  # fmt: skip
     table, tenant, db = generated
     seen: list[int] = []
 
@@ -105,7 +106,8 @@ def test_a_generated_table_is_ported_verified_and_resumable(
     done = subprocess.run(
         [sys.executable, "-m", "handoff.stack", "import", "dynamodb", "--table", table,
          "--segments", "4"],
-        capture_output=True, text=True, timeout=900, check=False, env=os.environ.copy(),
+        capture_output=True, text=True, timeout=900, check=False,
+        env={**os.environ, "HANDOFF_DYNAMODB_URL": dynamo_url},
     )  # fmt: skip
     assert done.returncode == 0, done.stdout + done.stderr
     said = " ".join(done.stderr.split())
