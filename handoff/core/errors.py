@@ -24,6 +24,14 @@ class ConfigurationError(HandoffError):
     """A setting is missing or wrong; the message says which and how to fix it."""
 
 
+class ReplayRefused(ConfigurationError):
+    """A replay plan cannot run as asked (not approved, changed, another handler revision)."""
+
+
+class ProjectionRefused(ConfigurationError):
+    """A projection cannot be used as asked (differences, unknown, in use by readers)."""
+
+
 class RetentionTooShort(ConfigurationError):
     """A retention shorter than the replay window: it would reopen duplicate effects."""
 

@@ -28,17 +28,18 @@ from psycopg.types.json import Jsonb
 from handoff.consumers.decoding import Decoder, reader_schema
 from handoff.consumers.event import Position
 from handoff.core.db import translated
-from handoff.core.errors import ConfigurationError, InvalidRequest, MalformedEvent
+from handoff.core.errors import (
+    ConfigurationError,
+    InvalidRequest,
+    MalformedEvent,
+    ProjectionRefused,
+)
 from handoff.core.settings import HandoffSettings
 from handoff.operate import projection_sql as q
 from handoff.operate.manifest import Positions
 
 NAME = re.compile(r"[a-z][a-z0-9_]{0,39}")
 BATCH = 1000
-
-
-class ProjectionRefused(ConfigurationError):
-    """The projection cannot be used as asked (differences, unknown, in use)."""
 
 
 def _checked(name: str) -> str:

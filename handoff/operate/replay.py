@@ -36,7 +36,7 @@ from handoff.consumers.runtime import message_item
 from handoff.consumers.settings import ConsumerSettings
 from handoff.consumers.units import Item, Processor
 from handoff.core.db import translated
-from handoff.core.errors import ConfigurationError, InvalidRequest
+from handoff.core.errors import ConfigurationError, InvalidRequest, ReplayRefused
 from handoff.core.guards_sql import WHOAMI
 from handoff.core.settings import HandoffSettings
 from handoff.core.tx import HandoffTx
@@ -52,10 +52,6 @@ DETAIL_OF = {"stale": "older than the consumer's position", "park": "behind a qu
              "gap": "waiting for an earlier version", "waiting": "waiting for an earlier version",
              "duplicate": "the guard had taken it"}  # fmt: skip
 STOP_POLL_S = 0.2  # a stop is seen within this, plus the record in hand
-
-
-class ReplayRefused(ConfigurationError):
-    """The plan cannot run as asked (not approved, changed, another handler revision…)."""
 
 
 @dataclass

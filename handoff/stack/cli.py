@@ -14,18 +14,13 @@ from rich.table import Table
 from handoff.core.client import HandoffClient
 from handoff.core.errors import HandoffError
 from handoff.core.settings import default_home, load_settings
+from handoff.stack.cli_audit import audit, backlog
 from handoff.stack.cli_common import YesOpt, _admin, _confirm, console
 from handoff.stack.cli_consumers import consume, quarantine_app
+from handoff.stack.cli_data import projection_app, retention_app
+from handoff.stack.cli_dynamodb import dynamodb_relay, import_app
 from handoff.stack.cli_effects import effects_app, rehearse, sandbox_provider
-from handoff.stack.cli_operate import (
-    audit,
-    backlog,
-    dynamodb_relay,
-    import_app,
-    projection_app,
-    replay_app,
-    retention_app,
-)
+from handoff.stack.cli_replay import replay_app
 from handoff.stack.cli_run import run
 
 if TYPE_CHECKING:

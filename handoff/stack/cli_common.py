@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from datetime import datetime
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
@@ -45,3 +46,10 @@ def print_rows(title: str, columns: tuple[str, ...], rows: list[list[str]]) -> N
     for row in rows:
         table.add_row(*row)
     Console(width=None if sys.stdout.isatty() else 240).print(table)
+
+
+def cell(value: Any) -> str:
+    """A value in a table cell: times to the second, None as a dash."""
+    if isinstance(value, datetime):
+        return value.isoformat(timespec="seconds")
+    return "-" if value is None else str(value)

@@ -5,7 +5,6 @@ from __future__ import annotations
 import getpass
 import importlib
 import sys
-from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -13,7 +12,7 @@ import typer
 
 from handoff.core.errors import ConfigurationError
 from handoff.core.settings import load_settings
-from handoff.stack.cli_common import YesOpt, _admin, _confirm, console, print_rows
+from handoff.stack.cli_common import YesOpt, _admin, _confirm, cell, console, print_rows
 
 if TYPE_CHECKING:
     from handoff.consumers.app import Consumer
@@ -119,8 +118,7 @@ def consume(
     console.print(f"consumer {runtime.app.name} processed {count} messages")
 
 
-def when(value: datetime | None) -> str:
-    return value.isoformat(timespec="seconds") if value else "-"
+when = cell  # one formatter for times in tables (cli_common)
 
 
 StatusOpt = Annotated[

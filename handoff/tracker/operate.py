@@ -15,7 +15,6 @@ document page's handoff form does): another site cannot post it.
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import hmac
 import logging
 import secrets
@@ -41,6 +40,7 @@ from handoff.core.identity import Credential
 from handoff.core.settings import HandoffSettings
 from handoff.tracker import read_sql as q
 from handoff.tracker.read_model import Query, Reader, ReadModel, Rows
+from handoff.tracker.ui_actions import form_token
 from handoff.tracker.views import _View
 
 log = logging.getLogger("handoff.tracker")
@@ -149,8 +149,8 @@ async def operate_view(
 
 
 def action_token(credential: Credential, subject: str, nonce: str) -> str:
-    message = f"operate\x1f{subject}\x1f{nonce}".encode()
-    return hmac.new(credential.secret.encode(), message, hashlib.sha256).hexdigest()
+    """The handoff form's token (ui_actions), bound to an operate subject instead."""
+    return form_token(credential, f"operate/{subject}", nonce)
 
 
 def new_form(credential: Credential, subject: str) -> dict[str, str]:

@@ -1,0 +1,87 @@
+"""The AWS twin's commands: ``handoff dynamodb-relay`` and ``handoff import dynamodb``."""
+
+from __future__ import annotations
+
+import signal
+import threading
+from typing import Annotated
+
+import typer
+
+from handoff.stack.cli_common import console
+
+
+def dynamodb_relay(
+    table: Annotated[str, typer.Option(help="The AWS design's table.")] = "handoff",
+    topic: Annotated[str, typer.Option(help="Kafka topic, as the relay's.")] = "handoff.events",
+    once: Annotated[bool, typer.Option("--once", help="Publish what is there, then stop.")] = False,
+    every: Annotated[float, typer.Option(min=0.05, help="Seconds between reads.")] = 0.5,
+) -> None:
+    """Publish the DynamoDB table's stream to Kafka as the relay publishes the outbox
+    (HANDOFF_DYNAMODB_URL names the endpoint; handoff stack up --with dynamodb sets it)."""
+
+    from handoff.core.settings import load_settings
+    from handoff.dynamo.streams import StreamReader
+    from handoff.stack.dynamodb import client
+
+    settings = load_settings()
+    url = settings.dynamodb_url
+    if not url:
+        raise typer.BadParameter("set HANDOFF_DYNAMODB_URL (handoff stack up --with dynamodb)")
+    reader = StreamReader(settings, client(url), client(url, "dynamodbstreams"),
+                          table=table, topic=topic)  # fmt: skip
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
+    total = 0
+    while True:
+        total += reader.run_once()
+        if once or stop.wait(every):
+            console.print(f"published {total} event(s) to {topic}", highlight=False)
+            return
+
+
+import_app = typer.Typer(no_args_is_help=True, help="Port documents from another store.")
+
+
+@import_app.command("dynamodb")
+def import_dynamodb(
+    table: Annotated[str, typer.Option(help="The AWS design's table.")] = "handoff",
+    segments: Annotated[
+        int, typer.Option(min=1, max=64, help="Parallel scan segments (threads).")
+    ] = 4,
+) -> None:
+    """Copy a table of the AWS design into PostgreSQL (resumable), then verify it:
+    counts equal states, versions gapless, receipts intact (exit 1 otherwise)."""
+
+    from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+    from handoff.core.settings import load_settings
+    from handoff.dynamo.porting import import_table
+    from handoff.stack.dynamodb import client
+
+    settings = load_settings()
+    url = settings.dynamodb_url
+    if not url:
+        raise typer.BadParameter("set HANDOFF_DYNAMODB_URL (handoff stack up --with dynamodb)")
+    with Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(),
+                  console=console) as bar:  # fmt: skip
+        task = bar.add_task("scanning", total=None)
+
+        def progress(n: int) -> None:
+            bar.update(task, description=f"{n:,} item(s) scanned")
+
+        found = import_table(client(url), settings.database_url, table,
+                             segments=segments, progress=progress)  # fmt: skip
+    console.print(
+        f"imported {found.states:,} state(s), {found.events:,} version(s), "
+        f"{found.receipts:,} receipt(s) of {len(found.tenants)} tenant(s) from {table}",
+        highlight=False,
+    )
+    if found.unregistered:
+        owners = ", ".join(f"{o} ({t})" for t, o in found.unregistered[:10])
+        console.print(f"register these owners before handing work on (handoff service add): "
+                      f"{owners}", highlight=False)  # fmt: skip
+    for problem in found.problems:
+        console.print(f"[red]{problem}[/red]", highlight=False)
+    raise typer.Exit(1 if found.problems else 0)
