@@ -48,6 +48,7 @@ from botocore.exceptions import ClientError
 
 from handoff.core.emitter import Request
 from handoff.core.errors import InvalidRequest, TransientConflict, Unauthenticated
+from handoff.core.fingerprint import epoch, request_fingerprint
 from handoff.core.identity import Credential
 from handoff.core.models import CreateRequest, HandoffRequest, Receipt, Rejection
 from handoff.dynamo import schema as k
@@ -165,12 +166,13 @@ class DynamoStore:
             "nextOwner": next_owner,
             "status": req.status,
             "expectedVersion": expected,
-            "dueAt": req.due_at.timestamp() if req.due_at else None,
+            "dueAt": epoch(req.due_at) if req.due_at else None,
             "data": req.data,
             "correlationId": req.correlation_id,
             "causationId": req.causation_id,
         }
-        fingerprint = hashlib.sha256(orjson.dumps(wanted, option=orjson.OPT_SORT_KEYS)).digest()
+        # PostgreSQL's fingerprint of the same request: a ported receipt still matches.
+        fingerprint = request_fingerprint(wanted)
         reject = _Rejecter(self, tenant, service, wanted)
         if isinstance(req, HandoffRequest) and req.sender is not None and req.sender != service:
             return reject(

@@ -7,7 +7,9 @@ from __future__ import annotations
 import threading
 import uuid
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
+import psycopg
 import pytest
 
 from handoff.core.identity import Credential
@@ -18,7 +20,9 @@ from handoff.core.models import (
     Rejection,
     StartRunRequest,
 )
-from handoff.core.store import Store
+from handoff.core.settings import HandoffSettings
+from handoff.core.store import PostgresStore, Store
+from handoff.dynamo import schema as k
 from handoff.stack.procs import wait_until
 
 
@@ -219,3 +223,28 @@ def test_reads_of_a_document_are_strongly_consistent(store: Store, field: str) -
             assert store.document(t, "s")["version"] == version + 1  # type: ignore[index]
         else:
             assert len(store.history(t, "s", 1)) == version + 1
+
+
+def test_both_stores_fingerprint_a_request_alike(
+    dynamo_store: Any, migrated: HandoffSettings, admin: psycopg.Connection[Any]
+) -> None:
+    """A receipt ported between the stores must still recognise an identical retry."""
+    postgres = PostgresStore(migrated.database_url)
+    t = _tenant()
+    due = datetime(2031, 5, 6, 7, 8, 9, 123456, tzinfo=UTC)
+    request = CreateRequest(event_id="fp-1", document_id="fp", owner="routing", status="new",
+                            due_at=due, correlation_id="c-1",
+                            data={"amount": 12.5, "note": "tab\t é",
+                                  "lines": [1, 1e-07]})  # fmt: skip
+    try:
+        for store in (postgres, dynamo_store):
+            store.add_service(t, "routing")
+            assert isinstance(store.send(store.add_service(t, "intake", can_create=True),
+                                         request), Receipt)  # fmt: skip
+    finally:
+        postgres.close()
+    row = admin.execute("SELECT fingerprint FROM handoff.receipts "
+                        "WHERE tenant_id = %s AND event_id = 'fp-1'", (t,)).fetchone()  # fmt: skip
+    item = dynamo_store._get(k.receipt_pk(t, "fp-1"), "RECEIPT")
+    assert row is not None and item is not None
+    assert bytes(item["fingerprint"]) == bytes(row[0])
