@@ -43,7 +43,6 @@ from datetime import UTC, datetime
 from typing import Any
 
 import orjson
-from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
 from botocore.exceptions import ClientError
 
 from handoff.core.emitter import Request
@@ -51,23 +50,12 @@ from handoff.core.errors import InvalidRequest, TransientConflict, Unauthenticat
 from handoff.core.fingerprint import epoch, request_fingerprint
 from handoff.core.identity import Credential
 from handoff.core.models import CreateRequest, HandoffRequest, Receipt, Rejection
+from handoff.dynamo import items
 from handoff.dynamo import schema as k
 
 ITEM_LIMIT = 350_000  # bytes of a state item's data; DynamoDB refuses items over 400 KB
 CONFLICT_RETRIES = 8
-_to, _from = TypeSerializer(), TypeDeserializer()
-
-
-def _item(values: dict[str, Any]) -> dict[str, Any]:
-    return {name: _to.serialize(v) for name, v in values.items() if v is not None}
-
-
-def _plain(item: dict[str, Any]) -> dict[str, Any]:
-    return {name: _from.deserialize(v) for name, v in item.items()}
-
-
-def _micros(at: datetime | None) -> int | None:
-    return None if at is None else int(at.timestamp() * 1_000_000)
+_item, _plain, _micros = items.to_item, items.plain, items.micros
 
 
 class DynamoStore:
@@ -96,14 +84,7 @@ class DynamoStore:
                     "Put": {
                         "TableName": self.table,
                         "ConditionExpression": "attribute_not_exists(PK)",
-                        "Item": _item(
-                            {
-                                "PK": k.services_pk(tenant),
-                                "SK": f"SERVICE#{name}",
-                                "name": name,
-                                "role": cred.role,
-                            }
-                        ),
+                        "Item": _item(items.service(tenant, name, cred.role)),
                     }
                 },
                 {
@@ -111,14 +92,7 @@ class DynamoStore:
                         "TableName": self.table,
                         "ConditionExpression": "attribute_not_exists(PK)",
                         "Item": _item(
-                            {
-                                "PK": k.cred_pk(cred.role),
-                                "SK": "CRED",
-                                "tenant": tenant,
-                                "service": name,
-                                "can_create": can_create,
-                                "secret_hash": cred.secret_hash,
-                            }
+                            items.credential(cred.role, tenant, name, can_create, cred.secret_hash)
                         ),
                     }
                 },
@@ -294,15 +268,7 @@ class DynamoStore:
             "Put": {
                 "TableName": self.table,
                 "ConditionExpression": "attribute_not_exists(PK)",
-                "Item": _item(
-                    {
-                        "PK": pk,
-                        "SK": k.event_sk(run, version),
-                        "kind": "event",
-                        "tenant": tenant,
-                        "payload": orjson.dumps(payload).decode(),
-                    }
-                ),
+                "Item": _item(items.event(tenant, payload)),
             }
         }
         receipt = {
@@ -311,17 +277,17 @@ class DynamoStore:
                 "ConditionExpression": "attribute_not_exists(PK)",
                 "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
                 "Item": _item(
-                    {
-                        "PK": k.receipt_pk(tenant, req.event_id),
-                        "SK": "RECEIPT",
-                        "fingerprint": fingerprint,
-                        "document_id": state["document_id"],
-                        "run_id": run,
-                        "version": version,
-                        "owner": state.get("owner"),
-                        "status": state["status"],
-                        "accepted_at": k.stamp(now),
-                    }
+                    items.receipt(
+                        tenant,
+                        req.event_id,
+                        fingerprint,
+                        state["document_id"],
+                        run,
+                        version,
+                        state.get("owner"),
+                        state["status"],
+                        k.stamp(now),
+                    )
                 ),
             }
         }
@@ -576,21 +542,24 @@ class _Rejecter:
         self.store.db.put_item(
             TableName=self.store.table,
             Item=_item(
-                {
-                    "PK": k.rejections_pk(self.tenant),
-                    "SK": f"{k.stamp(now)}#{uuid.uuid4().hex[:8]}",
-                    "code": code,
-                    "message": message,
-                    "sender": self.service,
-                    "document_id": self.request.get("documentId"),
-                    "event_id": self.request.get("eventId"),
-                    "event_type": self.request.get("eventType"),
-                    "expected_version": self.request.get("expectedVersion"),
-                    "current_version": version,
-                    "current_owner": owner,
-                    "requested_owner": self.request.get("nextOwner"),
-                    "status": self.request.get("status"),
-                }
+                items.rejection(
+                    self.tenant,
+                    k.stamp(now),
+                    uuid.uuid4().hex[:8],
+                    {
+                        "code": code,
+                        "message": message,
+                        "sender": self.service,
+                        "document_id": self.request.get("documentId"),
+                        "event_id": self.request.get("eventId"),
+                        "event_type": self.request.get("eventType"),
+                        "expected_version": self.request.get("expectedVersion"),
+                        "current_version": version,
+                        "current_owner": owner,
+                        "requested_owner": self.request.get("nextOwner"),
+                        "status": self.request.get("status"),
+                    },
+                )
             ),
         )
         return Rejection(code=code, message=message, current_version=version, current_owner=owner)
@@ -621,33 +590,11 @@ def _next_state(
         due = None if owner is None else ((given or before.get("due_at")) if same else given)
         created = before["created_at"]
         data = {**orjson.loads(before.get("data") or "{}"), **(req.data or {})}
-    state: dict[str, Any] = {
-        "PK": k.doc_pk(tenant, doc),
-        "SK": k.state_sk(run),
-        "kind": "state",
-        "tenant": tenant,
-        "document_id": doc,
-        "run_id": run,
-        "version": version,
-        "owner": owner,
-        "status": req.status,
-        "assigned_at": assigned,
-        "due_at": due,
-        "created_at": created,
-        "updated_at": stamp,
-        "completed_at": stamp if owner is None else None,
-        # JSON text, not a DynamoDB map: numbers stay as the client wrote them
-        # (a map would turn them into Decimals and refuse floats).
-        "data": orjson.dumps(data).decode(),
-    }
-    if owner is not None:  # the sparse indexes hold only what someone owns
-        state["G1PK"] = state["G2PK"] = k.owner_key(tenant, owner)
-        state["G1SK"] = f"{assigned}#{doc}#{run}"
-        if due is not None:
-            state["G2SK"] = f"{due}#{doc}#{run}"
-        else:
-            state.pop("G2PK")
-    return state
+    return items.state(
+        tenant, doc, run, version, owner, req.status, assigned_at=assigned, due_at=due,
+        created_at=created, updated_at=stamp, completed_at=stamp if owner is None else None,
+        data=orjson.dumps(data).decode(),
+    )  # fmt: skip
 
 
 def _payload(

@@ -18,7 +18,7 @@ from handoff.stack.cli_audit import audit, backlog
 from handoff.stack.cli_common import YesOpt, _admin, _confirm, console
 from handoff.stack.cli_consumers import consume, quarantine_app
 from handoff.stack.cli_data import projection_app, retention_app
-from handoff.stack.cli_dynamodb import dynamodb_relay, import_app
+from handoff.stack.cli_dynamodb import dynamodb_relay, export_app, import_app
 from handoff.stack.cli_effects import effects_app, rehearse, sandbox_provider
 from handoff.stack.cli_replay import replay_app
 from handoff.stack.cli_run import run
@@ -46,6 +46,7 @@ app.command("backlog")(backlog)
 app.add_typer(projection_app, name="projection")
 app.command("dynamodb-relay")(dynamodb_relay)
 app.add_typer(import_app, name="import")
+app.add_typer(export_app, name="export")
 app.command("sandbox-provider")(sandbox_provider)
 app.command("rehearse")(rehearse)
 app.command("run")(run)

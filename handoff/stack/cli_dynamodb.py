@@ -1,4 +1,5 @@
-"""The AWS twin's commands: ``handoff dynamodb-relay`` and ``handoff import dynamodb``."""
+"""The AWS twin's commands: ``handoff dynamodb-relay``, ``handoff import dynamodb`` and
+``handoff export dynamodb``."""
 
 from __future__ import annotations
 
@@ -9,6 +10,12 @@ from typing import Annotated
 import typer
 
 from handoff.stack.cli_common import console
+
+
+def _endpoint(url: str | None) -> str:
+    if not url:
+        raise typer.BadParameter("set HANDOFF_DYNAMODB_URL (handoff stack up --with dynamodb)")
+    return url
 
 
 def dynamodb_relay(
@@ -25,9 +32,7 @@ def dynamodb_relay(
     from handoff.stack.dynamodb import client
 
     settings = load_settings()
-    url = settings.dynamodb_url
-    if not url:
-        raise typer.BadParameter("set HANDOFF_DYNAMODB_URL (handoff stack up --with dynamodb)")
+    url = _endpoint(settings.dynamodb_url)
     reader = StreamReader(settings, client(url), client(url, "dynamodbstreams"),
                           table=table, topic=topic)  # fmt: skip
     stop = threading.Event()
@@ -61,9 +66,7 @@ def import_dynamodb(
     from handoff.stack.dynamodb import client
 
     settings = load_settings()
-    url = settings.dynamodb_url
-    if not url:
-        raise typer.BadParameter("set HANDOFF_DYNAMODB_URL (handoff stack up --with dynamodb)")
+    url = _endpoint(settings.dynamodb_url)
     with Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(),
                   console=console) as bar:  # fmt: skip
         task = bar.add_task("scanning", total=None)
@@ -82,6 +85,53 @@ def import_dynamodb(
         owners = ", ".join(f"{o} ({t})" for t, o in found.unregistered[:10])
         console.print(f"register these owners before handing work on (handoff service add): "
                       f"{owners}", highlight=False)  # fmt: skip
+    for problem in found.problems:
+        console.print(f"[red]{problem}[/red]", highlight=False)
+    raise typer.Exit(1 if found.problems else 0)
+
+
+export_app = typer.Typer(no_args_is_help=True, help="Port documents to another store.")
+
+
+@export_app.command("dynamodb")
+def export_dynamodb(
+    table: Annotated[str, typer.Option(help="The AWS design's table (created if absent).")
+                     ] = "handoff",
+    tenant: Annotated[list[str] | None, typer.Option(
+        help="Export this tenant (repeatable); every tenant if not given.")] = None,
+    writers: Annotated[int, typer.Option(min=1, max=32, help="Writer threads.")] = 4,
+) -> None:  # fmt: skip
+    """Copy PostgreSQL's services, documents, history, receipts, counts and rejections
+    into a table of the AWS design (resumable), then verify counts and a sample of
+    documents read back through the DynamoDB store (exit 1 otherwise). Stop writers first."""
+
+    from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+    from handoff.core.settings import load_settings
+    from handoff.dynamo.exporting import Exported, export_table
+    from handoff.stack.dynamodb import client
+
+    settings = load_settings()
+    url = _endpoint(settings.dynamodb_url)
+    with Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(),
+                  console=console) as bar:  # fmt: skip
+        task = bar.add_task("exporting", total=None)
+
+        def progress(found: Exported) -> None:
+            bar.update(task, description=f"{found.items:,} item(s) written "
+                       f"({found.states:,} state(s), {found.events:,} version(s))")  # fmt: skip
+
+        found = export_table(client(url), settings.database_url, table, tenants=tenant,
+                             writers=writers, progress=progress)  # fmt: skip
+    if found.resumed:
+        console.print("resumed a stopped export: the figures below are this run's")
+    console.print(
+        f"exported {found.services:,} service(s), {found.states:,} state(s), "
+        f"{found.events:,} version(s), {found.receipts:,} receipt(s), "
+        f"{found.rejections:,} rejection(s) of {len(found.tenants)} tenant(s) to {table}; "
+        f"checked counts and {len(found.sample)} sampled document(s)",
+        highlight=False,
+    )
     for problem in found.problems:
         console.print(f"[red]{problem}[/red]", highlight=False)
     raise typer.Exit(1 if found.problems else 0)

@@ -9,6 +9,7 @@ import os
 import subprocess
 import sys
 import uuid
+from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -18,8 +19,8 @@ import pytest
 
 from handoff.core.settings import HandoffSettings
 from handoff.dynamo import schema as k
+from handoff.dynamo.items import to_item as _item
 from handoff.dynamo.porting import import_table
-from handoff.dynamo.store import _item
 from handoff.stack.dynamodb import client
 
 # make test ports 5,000 documents (moto serves one request at a time, and generating
@@ -71,13 +72,14 @@ def _generate(db: Any, table: str, tenant: str, documents: int) -> None:
 
 
 @pytest.fixture
-def generated(dynamo_url: str) -> tuple[str, str, Any]:
+def generated(dynamo_url: str) -> Iterator[tuple[str, str, Any]]:
     db = client(dynamo_url)
     table = f"port-{uuid.uuid4().hex[:8]}"
     db.create_table(**k.table_definition(table))  # type: ignore[attr-defined]
     tenant = f"p-{uuid.uuid4().hex[:8]}"
     _generate(db, table, tenant, DOCUMENTS)
-    return table, tenant, db
+    yield table, tenant, db
+    db.delete_table(TableName=table)  # type: ignore[attr-defined]  # moto keeps it in memory
 
 
 def _count(admin: psycopg.Connection[Any], what: str, tenant: str) -> int:
@@ -99,7 +101,8 @@ def test_a_generated_table_is_ported_verified_and_resumable(
             raise Stop
 
     with pytest.raises(Stop):
-        import_table(db, migrated.database_url, table, segments=4, progress=stop_half_way)
+        import_table(db, migrated.database_url, table, segments=4, page=500,
+                     progress=stop_half_way)  # fmt: skip
     part = _count(admin, "document_state", tenant)
     assert 0 < part < DOCUMENTS
     # Resumed by the command itself, from where each segment got to.
@@ -125,4 +128,3 @@ def test_a_generated_table_is_ported_verified_and_resumable(
     for what in ("document_history", "receipts", "document_state", "owner_counts",
                  "owner_due_counts"):  # fmt: skip
         admin.execute(f"DELETE FROM handoff.{what} WHERE tenant_id = %s", (tenant,))
-    db.delete_table(TableName=table)
