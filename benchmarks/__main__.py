@@ -10,7 +10,18 @@ from dataclasses import asdict
 
 from rich.console import Console
 
-from benchmarks import audit, consumer, effects, emit, emit_pgbench, pgbench, relay, tracker
+from benchmarks import (
+    audit,
+    compare,
+    consumer,
+    effects,
+    emit,
+    emit_pgbench,
+    pgbench,
+    relay,
+    tracker,
+)
+from benchmarks.dynamodb_model import Prices
 from benchmarks.stats import markdown_table
 from handoff.core.settings import load_settings
 from handoff.stack.local import LocalStack
@@ -397,13 +408,28 @@ def bench_audit(sizes: list[int]) -> str:
     )  # fmt: skip
 
 
+def bench_compare(documents: int, seconds: float, reads: int, prices: Prices) -> str:
+    """PostgreSQL measured beside the DynamoDB design modelled, one run."""
+    stack = LocalStack(console=console)
+    settings = load_settings(stack.layout.home)
+    console.print("[bold]compare[/bold]: PostgreSQL measured, the DynamoDB design modelled")
+    table, raw = compare.run(settings, stack.layout.home, documents, seconds, reads,
+                             lambda line: console.print(line, highlight=False),
+                             prices)  # fmt: skip
+    out = stack.layout.home / "bench"
+    out.mkdir(exist_ok=True)
+    (out / f"compare-{time.strftime('%Y%m%d-%H%M%S')}.json").write_text(json.dumps(raw, indent=2))
+    return table
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m benchmarks")
     parser.add_argument(
         "which",
         nargs="*",
         default=["emit", "relay", "tracker", "consumer", "effects", "audit"],
-        help="benchmarks to run: emit, relay, tracker, consumer, effects, audit",
+        help="benchmarks to run: emit, relay, tracker, consumer, effects, audit; "
+        "compare (PostgreSQL beside the DynamoDB design) runs only when named",
     )
     parser.add_argument("--rows", type=int, default=1_000_000, help="relay backlog rows")
     parser.add_argument("--rate", type=float, default=1000.0, help="emits/s for relay latency")
@@ -428,6 +454,14 @@ def main() -> None:
         "--provider-latency-ms", type=int, default=20, help="effects: the provider's latency"
     )
     parser.add_argument("--audit-sizes", default="100000,1000000", help="audit: documents per run")
+    parser.add_argument("--compare-documents", type=int, default=1_000_000,
+                        help="compare: active documents for the tracker reads")  # fmt: skip
+    parser.add_argument("--write-price", type=float, default=Prices.write_per_million,
+                        help="compare: USD per million DynamoDB write request units")  # fmt: skip
+    parser.add_argument("--read-price", type=float, default=Prices.read_per_million,
+                        help="compare: USD per million DynamoDB read request units")  # fmt: skip
+    parser.add_argument("--gb-month-price", type=float, default=Prices.gb_month,
+                        help="compare: USD per GB-month of DynamoDB storage")  # fmt: skip
     args = parser.parse_args()
     counts = [int(c) for c in args.clients.split(",")]
     if "emit" in args.which:
@@ -452,6 +486,11 @@ def main() -> None:
             args.provider_latency_ms,
         )  # fmt: skip
         console.print("\n[bold]Effects[/bold]")
+        print(table)
+    if "compare" in args.which:
+        prices = Prices(args.write_price, args.read_price, args.gb_month_price)
+        table = bench_compare(args.compare_documents, args.seconds, args.reads, prices)
+        console.print("\n[bold]PostgreSQL (measured) beside the DynamoDB design (modelled)[/bold]")
         print(table)
     if "audit" in args.which:
         table = bench_audit([int(n) for n in args.audit_sizes.split(",")])
