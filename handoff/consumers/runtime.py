@@ -236,13 +236,8 @@ class Runtime:
                 usable = [m for m in msgs if not self._kafka_error(m)]
                 if usable:
                     last_message = time.monotonic()
-                    items = [i for m in usable if (i := self._item(m, decoder)) is not None]
-                    if items and not self._guarded(partial(self._run_batch, items)):
-                        break  # stopped mid-outage: these offsets stay uncommitted
-                    if self.config.fault_kill_after_commit and items:
-                        os.kill(os.getpid(), signal.SIGKILL)
-                    self._commit(consumer, usable)
-                    self._processed += len(usable)
+                    if not self._handle(consumer, usable, decoder):
+                        break  # stopped mid-outage: the rest stays uncommitted
                 now = time.monotonic()
                 if now >= next_sweep:
                     self._guarded(lambda: self._sweep(decoder))
@@ -264,14 +259,47 @@ class Runtime:
                     conn.close()
         return self._processed
 
+    def _handle(self, consumer: KafkaConsumer, msgs: list[Message], decoder: Decoder) -> bool:
+        """A poll's messages, batch by batch: each batch one unit, then its offsets stored.
+
+        The deliveries of the whole poll are marked once, before the first
+        unit: a mark is a commit of its own, which at batch 1 would double
+        the commits. False if stopped while the database was away.
+        """
+        size = self.config.batch_size
+        chunks = [msgs[i : i + size] for i in range(0, len(msgs), size)]
+        work = [(chunk, [i for m in chunk if (i := self._item(m, decoder)) is not None])
+                for chunk in chunks]  # fmt: skip
+        every = [item for _, items in work for item in items]
+        marked: list[int] = []
+        if every and not self._guarded(lambda: marked.append(self._receive("batch", every))):
+            return False
+        if marked and marked[0] > self.config.max_deliveries:
+            if not self._guarded(partial(self._one_at_a_time, every)):
+                return False
+            self._commit(consumer, msgs)
+            self._processed += len(msgs)
+            return True
+        for chunk, items in work:
+            if self.stopping.is_set():
+                return True  # the rest is redelivered to whoever takes the partition
+            # self.processor is looked up on each try: a reconnect replaces it.
+            if items and not self._guarded(partial(self._run_batch, items)):
+                return False
+            if self.config.fault_kill_after_commit and items:
+                os.kill(os.getpid(), signal.SIGKILL)
+            self._commit(consumer, chunk)
+            self._processed += len(chunk)
+        return True
+
     def _poll(self, consumer: KafkaConsumer) -> list[Message]:
-        """What is buffered, up to a batch; else wait for the first message, then top up.
+        """What is buffered, up to the prefetch; else wait for the first message, then top up.
 
         ``consume(n, timeout)`` alone waits until n messages or the timeout:
         at a modest rate every batch would wait out the timeout, which is
         latency no one asked for. Batches still fill up under load.
         """
-        size = self.config.batch_size
+        size = max(self.config.batch_size, self.config.prefetch)
         msgs = consumer.consume(size, 0)
         if not msgs:
             msgs = consumer.consume(1, self.config.poll_timeout_s)
@@ -293,12 +321,12 @@ class Runtime:
         return int(row[0]) if row else 1
 
     def _run_batch(self, items: list[Item]) -> None:
+        self.processor.run_batch(items)
+
+    def _one_at_a_time(self, items: list[Item]) -> None:
+        """Processes have stopped (killed, out of memory, crashed) while on these events
+        more often than allowed: one event at a time, each counted."""
         limit = self.config.max_deliveries
-        if self._receive("batch", items) <= limit:
-            self.processor.run_batch(items)
-            return
-        # Processes have stopped (killed, out of memory, crashed) while on this
-        # batch more often than allowed: one event at a time, each counted.
         log.warning("%s: batch delivered over %d times; one event at a time", self.app.name, limit)
         for item in items:
             stops = self._receive("event", [item]) - 1

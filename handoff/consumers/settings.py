@@ -51,6 +51,16 @@ class ConsumerSettings(BaseSettings):
         float, Field(gt=0, description="How often parked and retried events are looked at.")
     ] = 1.0
     poll_timeout_s: Annotated[float, Field(gt=0, description="Longest wait for messages.")] = 0.5
+    prefetch: Annotated[
+        int,
+        Field(
+            ge=1,
+            le=10_000,
+            description="Messages taken from Kafka at once (at least a batch), then handled "
+            "batch by batch: at batch 1 a poll per event would cost more than the event. "
+            "Keep prefetch x the slowest event under Kafka's max.poll.interval.ms (300 s).",
+        ),
+    ] = 200
     metrics_interval_s: Annotated[
         float, Field(gt=0, description="How often lag and pending work are measured.")
     ] = 5.0

@@ -9,7 +9,16 @@ from typing import Annotated
 
 import typer
 
+from handoff.core.errors import OutcomeUnknown, Unavailable
 from handoff.stack.cli_common import console
+
+
+def _resumable(what: str, exc: Exception) -> typer.Exit:
+    """A lost database: what was written stays, the positions too; say how to go on."""
+    reason = str(exc).split(";")[0]
+    console.print(f"[red]error[/red]: {reason}. Run the same {what} again: it resumes "
+                  "after the last page it saved.", highlight=False)  # fmt: skip
+    return typer.Exit(1)
 
 
 def _endpoint(url: str | None) -> str:
@@ -74,8 +83,11 @@ def import_dynamodb(
         def progress(n: int) -> None:
             bar.update(task, description=f"{n:,} item(s) scanned")
 
-        found = import_table(client(url), settings.database_url, table,
-                             segments=segments, progress=progress)  # fmt: skip
+        try:
+            found = import_table(client(url), settings.database_url, table,
+                                 segments=segments, progress=progress)  # fmt: skip
+        except (OutcomeUnknown, Unavailable) as exc:
+            raise _resumable("import", exc) from exc
     console.print(
         f"imported {found.states:,} state(s), {found.events:,} version(s), "
         f"{found.receipts:,} receipt(s) of {len(found.tenants)} tenant(s) from {table}",
@@ -121,8 +133,11 @@ def export_dynamodb(
             bar.update(task, description=f"{found.items:,} item(s) written "
                        f"({found.states:,} state(s), {found.events:,} version(s))")  # fmt: skip
 
-        found = export_table(client(url), settings.database_url, table, tenants=tenant,
-                             writers=writers, progress=progress)  # fmt: skip
+        try:
+            found = export_table(client(url), settings.database_url, table, tenants=tenant,
+                                 writers=writers, progress=progress)  # fmt: skip
+        except (OutcomeUnknown, Unavailable) as exc:
+            raise _resumable("export", exc) from exc
     if found.resumed:
         console.print("resumed a stopped export: the figures below are this run's")
     console.print(

@@ -101,7 +101,7 @@ def test_a_generated_table_is_ported_verified_and_resumable(
             raise Stop
 
     with pytest.raises(Stop):
-        import_table(db, migrated.database_url, table, segments=4, page=500,
+        import_table(db, migrated.database_url, table, segments=4, page=max(500, DOCUMENTS // 10),
                      progress=stop_half_way)  # fmt: skip
     part = _count(admin, "document_state", tenant)
     assert 0 < part < DOCUMENTS
