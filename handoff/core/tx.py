@@ -131,11 +131,13 @@ class HandoffTx(Calls[Receipt | Rejection]):
 
     def _insert_rows(self, table: str, columns: tuple[str, ...], rows: list[Any]) -> None:
         # One statement, so it pipelines with the commit (COPY cannot).
-        name = sql.Identifier(*table.split("."))
-        cols = sql.SQL(", ").join(map(sql.Identifier, columns))
-        statement = sql.SQL(
-            "INSERT INTO {t} ({c}) SELECT {c} FROM jsonb_populate_recordset(NULL::{t}, %s)"
-        ).format(t=name, c=cols)
+        statement = _INSERTS.get((table, columns))
+        if statement is None:  # composed once per table and columns: a consumer's hot path
+            name = sql.Identifier(*table.split("."))
+            cols = sql.SQL(", ").join(map(sql.Identifier, columns))
+            statement = _INSERTS[(table, columns)] = sql.SQL(
+                "INSERT INTO {t} ({c}) SELECT {c} FROM jsonb_populate_recordset(NULL::{t}, %s)"
+            ).format(t=name, c=cols).as_bytes(self.conn)  # fmt: skip
         self.conn.execute(
             statement, (Jsonb([dict(zip(columns, row, strict=True)) for row in rows], _dumps),)
         )
@@ -226,6 +228,9 @@ class HandoffTx(Calls[Receipt | Rejection]):
             self.status = TxStatus.ROLLED_BACK
             if not self.conn.closed:
                 self.conn.rollback()
+
+
+_INSERTS: dict[tuple[str, tuple[str, ...]], bytes] = {}
 
 
 def _dumps(value: Any) -> str:
