@@ -5,12 +5,29 @@ from __future__ import annotations
 
 import signal
 import threading
-from typing import Annotated
+from collections.abc import Callable
+from typing import Annotated, TypeVar
 
 import typer
 
 from handoff.core.errors import OutcomeUnknown, Unavailable
 from handoff.stack.cli_common import console
+
+T = TypeVar("T")
+
+
+def _ported(what: str, first: str, run: Callable[[Callable[[str], None]], T]) -> T:
+    """Run a port under a spinner whose line ``run`` updates; a lost database says how
+    to go on (positions are saved, so the same command resumes)."""
+    from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+    with Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(),
+                  console=console) as bar:  # fmt: skip
+        task = bar.add_task(first, total=None)
+        try:
+            return run(lambda line: bar.update(task, description=line))
+        except (OutcomeUnknown, Unavailable) as exc:
+            raise _resumable(what, exc) from exc
 
 
 def _resumable(what: str, exc: Exception) -> typer.Exit:
@@ -68,26 +85,15 @@ def import_dynamodb(
     """Copy a table of the AWS design into PostgreSQL (resumable), then verify it:
     counts equal states, versions gapless, receipts intact (exit 1 otherwise)."""
 
-    from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
-
     from handoff.core.settings import load_settings
     from handoff.dynamo.porting import import_table
     from handoff.stack.dynamodb import client
 
     settings = load_settings()
     url = _endpoint(settings.dynamodb_url)
-    with Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(),
-                  console=console) as bar:  # fmt: skip
-        task = bar.add_task("scanning", total=None)
-
-        def progress(n: int) -> None:
-            bar.update(task, description=f"{n:,} item(s) scanned")
-
-        try:
-            found = import_table(client(url), settings.database_url, table,
-                                 segments=segments, progress=progress)  # fmt: skip
-        except (OutcomeUnknown, Unavailable) as exc:
-            raise _resumable("import", exc) from exc
+    found = _ported("import", "scanning", lambda say: import_table(
+        client(url), settings.database_url, table, segments=segments,
+        progress=lambda n: say(f"{n:,} item(s) scanned")))  # fmt: skip
     console.print(
         f"imported {found.states:,} state(s), {found.events:,} version(s), "
         f"{found.receipts:,} receipt(s) of {len(found.tenants)} tenant(s) from {table}",
@@ -117,27 +123,20 @@ def export_dynamodb(
     into a table of the AWS design (resumable), then verify counts and a sample of
     documents read back through the DynamoDB store (exit 1 otherwise). Stop writers first."""
 
-    from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
-
     from handoff.core.settings import load_settings
     from handoff.dynamo.exporting import Exported, export_table
     from handoff.stack.dynamodb import client
 
     settings = load_settings()
     url = _endpoint(settings.dynamodb_url)
-    with Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(),
-                  console=console) as bar:  # fmt: skip
-        task = bar.add_task("exporting", total=None)
 
-        def progress(found: Exported) -> None:
-            bar.update(task, description=f"{found.items:,} item(s) written "
-                       f"({found.states:,} state(s), {found.events:,} version(s))")  # fmt: skip
+    def progress(say: Callable[[str], None]) -> Callable[[Exported], None]:
+        return lambda found: say(f"{found.items:,} item(s) written ({found.states:,} state(s), "
+                                 f"{found.events:,} version(s))")  # fmt: skip
 
-        try:
-            found = export_table(client(url), settings.database_url, table, tenants=tenant,
-                                 writers=writers, progress=progress)  # fmt: skip
-        except (OutcomeUnknown, Unavailable) as exc:
-            raise _resumable("export", exc) from exc
+    found = _ported("export", "exporting", lambda say: export_table(
+        client(url), settings.database_url, table, tenants=tenant, writers=writers,
+        progress=progress(say)))  # fmt: skip
     if found.resumed:
         console.print("resumed a stopped export: the figures below are this run's")
     console.print(

@@ -109,7 +109,7 @@ def test_a_generated_table_is_ported_verified_and_resumable(
     done = subprocess.run(
         [sys.executable, "-m", "handoff.stack", "import", "dynamodb", "--table", table,
          "--segments", "4"],
-        capture_output=True, text=True, timeout=900, check=False,
+        capture_output=True, text=True, timeout=max(900, DOCUMENTS // 30), check=False,
         env={**os.environ, "HANDOFF_DYNAMODB_URL": dynamo_url},
     )  # fmt: skip
     assert done.returncode == 0, done.stdout + done.stderr
