@@ -53,7 +53,23 @@ Progress = Callable[[str], None]
 # 2-core machine (the relay, the pacer, PostgreSQL and Kafka share it),
 # while 100 catches up, the units' fixed cost being shared by more events.
 HOP_BATCH = 100
-SERVICES = ("creator", "bench-batched", "bench-single", "bench-hop", "bench-next")
+SERVICES = ("creator", "bench-batched", "bench-single", "bench-hop", "bench-next", "bench-pg")
+
+# The guarded unit of one event as a C client runs it: the database's share of
+# a batch-1 consumer (guard, ordering, one effect row, commit) without Python,
+# librdkafka or decoding. Each transaction takes a new event of a random
+# document the benchmark created (applied the first time, stale after).
+GUARDED = """\\set n random(1, {documents})
+BEGIN;
+SELECT verdict FROM handoff.consumer_begin(
+    jsonb_build_array(jsonb_build_object('eventId', md5(random()::text), 'fingerprint', '00',
+                                         'documentId', 't-doc-' || :n, 'runId', 1,
+                                         'version', 1)),
+    ARRAY['created'], NULL, false);
+INSERT INTO handoff_bench.effects (tenant_id, consumer, event_id, occurred_at)
+VALUES (:tenant, 'bench-pg', :n, now());
+COMMIT;
+"""
 
 CREATE_MANY = """
 SELECT count(handoff.emit_direct('create', %(prefix)s || 'e-' || g, 'created',
@@ -94,6 +110,9 @@ class ConsumerResult:
     pgbench_tps: float
     pgbench_p50_ms: float
     pgbench_p99_ms: float
+    guarded_tps: float
+    guarded_p50_ms: float
+    guarded_p99_ms: float
     hop_rate: float
     hop_events: int
     hop_p50_ms: float
@@ -250,6 +269,17 @@ class Bench:
         finally:
             Path(script.name).unlink()
 
+    def pgbench_guarded(self, seconds: int, documents: int) -> pgbench.PgbenchResult:
+        """The guarded one-event unit driven by pgbench, as the service bench-pg."""
+        with tempfile.NamedTemporaryFile("w", suffix=".sql", delete=False) as script:
+            script.write(GUARDED.format(documents=documents))
+        try:
+            database = str(conninfo_to_dict(self.settings.database_url)["dbname"])
+            args = ["-f", script.name, "-D", f"tenant={self.tenant}"]
+            return pgbench.run_script(self._as("bench-pg"), database, 1, seconds, args)
+        finally:
+            Path(script.name).unlink()
+
     def hop(self, rate: float, seconds: float) -> tuple[float, int, float, float, float]:
         """Creates for bench-hop at ``rate``/s; bench-hop hands each to bench-next."""
         topic = self.topic("hop")
@@ -374,6 +404,8 @@ def run(
         single = bench.guarded("bench-single", topic, events, 1)
         progress("  pgbench, one-INSERT transaction, one client…")
         insert = bench.pgbench_insert(max(int(seconds), 1))
+        progress("  pgbench, the guarded one-event unit, one client…")
+        guarded = bench.pgbench_guarded(max(int(seconds), 1), events)
         progress(f"  hop latency at {rate:,.0f} handoffs/s for {seconds:.0f} s…")
         hop_rate, hop_events, p50, p99, hop_rss = bench.hop(rate, seconds)
     finally:
@@ -381,5 +413,6 @@ def run(
         bench.clean()
     return ConsumerResult(
         bare, batched, single, batch_size, insert.tps, insert.p50_ms, insert.p99_ms,
+        guarded.tps, guarded.p50_ms, guarded.p99_ms,
         hop_rate, hop_events, p50, p99, hop_rss,
     )  # fmt: skip

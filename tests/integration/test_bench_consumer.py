@@ -38,7 +38,8 @@ def test_the_consumer_benchmark_runs_every_part_and_cleans_up(
     finally:
         consumer.Bench.prepare = original  # type: ignore[method-assign]
     assert result.batched.events == result.single.events == 300
-    for rate in (result.bare.per_s, result.batched.per_s, result.single.per_s, result.pgbench_tps):
+    for rate in (result.bare.per_s, result.batched.per_s, result.single.per_s, result.pgbench_tps,
+                 result.guarded_tps):  # fmt: skip
         assert rate > 0 and math.isfinite(rate)
     assert result.hop_events > 0 and 0 < result.hop_p50_ms <= result.hop_p99_ms
     assert any("removing" in line for line in seen)
