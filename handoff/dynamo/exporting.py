@@ -300,11 +300,14 @@ def export_table(
     exporter = _Exporter(dynamodb, database_url, table, tenants, writers, page, progress)
     try:
         found = exporter.run()
+        if not found.resumed:  # a name given by mistake exports nothing: say so
+            found.problems += [f"tenant {t}: no services or documents to export"
+                               for t in sorted(set(tenants or ()) - found.tenants)]  # fmt: skip
         found.problems += verify(dynamodb, database_url, table, found)
     except BaseException:
         exporter.conn.close()
         raise
-    if not found.problems:
+    if not found.problems or not found.items:  # nothing written: nothing to resume
         exporter.forget()
     else:
         exporter.conn.close()

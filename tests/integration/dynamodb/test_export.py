@@ -11,11 +11,15 @@ import uuid
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import psycopg
 import pytest
 
+from handoff.core.errors import Unauthenticated
 from handoff.core.models import CreateRequest, HandoffRequest, Receipt, Rejection, StartRunRequest
+from handoff.core.services import revoke_service
 from handoff.core.settings import HandoffSettings
 from handoff.core.store import PostgresStore
+from handoff.dynamo import schema as k
 from handoff.dynamo.exporting import Exported, export_table
 from handoff.dynamo.store import DynamoStore
 from handoff.stack.dynamodb import client
@@ -57,7 +61,10 @@ def source(migrated: HandoffSettings) -> Any:
     again = StartRunRequest(event_id="again", owner="routing", status="new")
     assert isinstance(pg.send(intake, again, "inv-0002"), Receipt)
     assert isinstance(pg.send(routing, _handoff("inv-0000", "review", 7)), Rejection)
-    yield t, pg, {"intake": intake, "routing": routing, "review": review}
+    gone = pg.add_service(t, "archive")
+    with psycopg.connect(migrated.database_url, autocommit=True) as conn:
+        revoke_service(conn, "archive", tenant=t)
+    yield t, pg, {"intake": intake, "routing": routing, "review": review, "archive": gone}
     pg.close()
 
 
@@ -90,6 +97,10 @@ def test_a_tenant_is_exported_read_alike_and_carried_on(
     assert done.returncode == 0, done.stdout + done.stderr
     said = " ".join(done.stderr.split())
     assert "resumed a stopped export" in said and "0 service(s)" in said, said
+    # A revoked service stays registered (it may own work) but cannot sign in.
+    assert twin._get(k.services_pk(t), "SERVICE#archive") is not None
+    with pytest.raises(Unauthenticated):
+        twin.send(creds["archive"], _handoff("inv-0001", "review", 2))
     assert "1 rejection(s)" in said and "50 sampled document(s)" in said, said
     # Read back through the DynamoDB store as through PostgreSQL's.
     assert twin.owner_counts(t) == pg.owner_counts(t) == {"review": 80, "routing": 81}
@@ -110,6 +121,9 @@ def test_a_tenant_is_exported_read_alike_and_carried_on(
         assert twin.owner_documents(t, "routing", overdue=overdue) == pg.owner_documents(
             t, "routing", overdue=overdue)  # fmt: skip
     assert [r["code"] for r in twin.rejections(t)] == ["VersionMismatch"]
+    # A tenant named by mistake is an error, not an empty success.
+    typo = export_table(db, migrated.database_url, table, tenants=[t + "-typo"])
+    assert typo.problems == [f"tenant {t}-typo: no services or documents to export"]
     # Carried on in DynamoDB with the credentials PostgreSQL issued.
     try:
         _carry_on(twin, t, creds)
