@@ -29,9 +29,7 @@ CHECKS = settings(max_examples=300, deadline=None,
 
 @CHECKS
 @given(value=VALUES)
-def test_jsonb_text_is_what_postgresql_prints(
-    admin: psycopg.Connection[Any], value: Any
-) -> None:
+def test_jsonb_text_is_what_postgresql_prints(admin: psycopg.Connection[Any], value: Any) -> None:
     # The client library sends json.dumps of the request's data; the server prints it.
     row = admin.execute("SELECT %s::jsonb::text", (json.dumps(value),)).fetchone()
     assert row is not None and jsonb_text(value) == row[0]
