@@ -25,7 +25,8 @@ from typing import Any
 import psycopg
 
 from benchmarks.stats import peak_rss
-from handoff.core.services import add_service, remove_service
+from benchmarks.tenants import remove_tenant
+from handoff.core.services import add_service
 from handoff.core.settings import HandoffSettings
 
 OWNERS = 20
@@ -54,12 +55,6 @@ INSERT INTO handoff.owner_counts (tenant_id, owner, shard, assigned)
 SELECT tenant_id, owner, 0, count(*) FROM handoff.document_state
  WHERE tenant_id = %(tenant)s AND owner IS NOT NULL GROUP BY 1, 2
 """
-CLEAN = [
-    "DELETE FROM handoff.document_history WHERE tenant_id = %(tenant)s",
-    "DELETE FROM handoff.document_state WHERE tenant_id = %(tenant)s",
-    "DELETE FROM handoff.owner_counts WHERE tenant_id = %(tenant)s",
-    "DELETE FROM handoff.owner_due_counts WHERE tenant_id = %(tenant)s",
-]
 
 
 @dataclass(frozen=True)
@@ -90,10 +85,7 @@ def load(settings: HandoffSettings, tenant: str, documents: int) -> float:
 
 
 def clean(settings: HandoffSettings, tenant: str) -> None:
-    with psycopg.connect(settings.database_url, autocommit=True) as conn:
-        for statement in CLEAN:
-            conn.execute(statement, {"tenant": tenant})
-        remove_service(conn, "maker", tenant=tenant)
+    remove_tenant(settings.database_url, tenant, ["maker"])
 
 
 def audit_once(home: Path, tenant: str) -> tuple[float, float, dict[str, Any]]:

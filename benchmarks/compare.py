@@ -23,16 +23,10 @@ import psycopg
 from benchmarks import emit, emit_pgbench, tracker
 from benchmarks.dynamodb_model import SOURCES, Model, Prices, model
 from benchmarks.stats import markdown_table
-from handoff.core.services import remove_service
+from benchmarks.tenants import remove_tenant
 from handoff.core.settings import HandoffSettings
 
 CLIENTS = 8
-
-CLEAN = [
-    f"DELETE FROM handoff.{table} WHERE tenant_id = %(tenant)s"
-    for table in ("document_history", "document_state", "owner_counts", "owner_due_counts",
-                  "receipts", "rejections", "outbox")
-]  # fmt: skip
 
 # Bytes kept per accepted handoff: its history row, its receipt and its outbox
 # row (until the relay's retention purges it), heap tuples without indexes.
@@ -77,11 +71,7 @@ def measure(settings: HandoffSettings, home: Path, documents: int, seconds: floa
         kept = {"history": float(row[0] or 0), "receipt": float(row[1] or 0),
                 "outbox": float(row[2] or 0)}  # fmt: skip
     finally:
-        with psycopg.connect(settings.database_url, autocommit=True) as conn:
-            for statement in CLEAN:
-                conn.execute(statement, {"tenant": tenant})
-            for name in tokens:
-                remove_service(conn, name, tenant=tenant)
+        remove_tenant(settings.database_url, tenant, tokens)
     say(f"  tracker reads at {documents:,} active documents ({reads} of each kind)…")
     (size,) = tracker.run(settings, home, [documents], reads, say)
     timed = {name: getattr(size, name) for name in

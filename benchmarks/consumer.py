@@ -42,8 +42,9 @@ from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from benchmarks import pgbench
 from benchmarks.consumer_app import EFFECTS_DDL
 from benchmarks.stats import percentile
+from benchmarks.tenants import remove_tenant
 from handoff.core.identity import Credential
-from handoff.core.services import add_service, remove_service
+from handoff.core.services import add_service
 from handoff.core.settings import HandoffSettings
 
 Progress = Callable[[str], None]
@@ -78,20 +79,6 @@ SELECT count(handoff.emit_direct('create', %(prefix)s || 'e-' || g, 'created',
                                  NULL))
   FROM generate_series(%(first)s::int, %(last)s::int) AS g
 """
-
-CLEAN = [
-    "DELETE FROM handoff_bench.effects WHERE tenant_id = %(tenant)s",
-    "DELETE FROM handoff.consumer_guards WHERE tenant_id = %(tenant)s",
-    "DELETE FROM handoff.quarantine WHERE tenant_id = %(tenant)s",
-    "DELETE FROM handoff.consumer_parked WHERE tenant_id = %(tenant)s",
-    "DELETE FROM handoff.document_history WHERE tenant_id = %(tenant)s",
-    "DELETE FROM handoff.document_state WHERE tenant_id = %(tenant)s",
-    "DELETE FROM handoff.owner_counts WHERE tenant_id = %(tenant)s",
-    "DELETE FROM handoff.owner_due_counts WHERE tenant_id = %(tenant)s",
-    "DELETE FROM handoff.receipts WHERE tenant_id = %(tenant)s",
-    "DELETE FROM handoff.rejections WHERE tenant_id = %(tenant)s",
-    "DELETE FROM handoff.outbox WHERE tenant_id = %(tenant)s",
-]
 
 
 @dataclass
@@ -138,12 +125,10 @@ class Bench:
                 )
 
     def clean(self) -> None:
+        remove_tenant(self.settings.database_url, self.tenant, self.creds,
+                      extra=["handoff_bench.effects"])  # fmt: skip
         with psycopg.connect(self.settings.database_url, autocommit=True) as conn:
-            for statement in CLEAN:
-                conn.execute(statement, {"tenant": self.tenant})
             conn.execute("DROP TABLE IF EXISTS handoff_bench.pgbench_insert")
-            for name in self.creds:
-                remove_service(conn, name, tenant=self.tenant)
         if self.topics:
             admin = AdminClient({"bootstrap.servers": self.settings.kafka_bootstrap})
             for future in admin.delete_topics(self.topics, operation_timeout=30).values():

@@ -92,16 +92,14 @@ def handoff_items(data_bytes: int, due: bool) -> dict[str, dict[str, Any]]:
     state = it.state(tenant, doc, 1, 12, "o07", "working", assigned_at=stamp, due_at=due_at,
                      created_at=stamp, updated_at=stamp, completed_at=None, data=data)  # fmt: skip
     event_id = str(uuid.UUID(int=7))
-    payload = {"eventId": event_id, "eventType": "handoff", "source": "o03",
-               "occurredAt": 1_796_000_000_000_000, "tenantId": tenant, "documentId": doc,
-               "runId": 1, "version": 12, "correlationId": None, "causationId": None,
-               "owner": "o07", "previousOwner": "o03", "status": "working",
-               "assignedAt": 1_796_000_000_000_000,
-               "dueAt": 1_796_003_600_000_000 if due else None, "completed": False,
-               "completedAt": None, "data": orjson.loads(data)}  # fmt: skip
+    event = it.event(tenant, doc, 1, 12, event_id=event_id, event_type="handoff", source="o03",
+                     occurred_at=1_796_000_000_000_000, owner="o07", previous_owner="o03",
+                     status="working", assigned_at=1_796_000_000_000_000,
+                     due_at=1_796_003_600_000_000 if due else None,
+                     data=orjson.loads(data))  # fmt: skip
     return {
         "state": state,
-        "event": it.event(tenant, payload),
+        "event": event,
         "receipt": it.receipt(tenant, event_id, b"\x00" * 32, doc, 1, 12, "o07", "working", stamp),
         "count": it.count(tenant, "o07", 11, -1234),
     }

@@ -34,10 +34,11 @@ import psycopg
 from psycopg.conninfo import make_conninfo
 
 from benchmarks.stats import percentile
+from benchmarks.tenants import remove_tenant
 from handoff.consumers.providers import SandboxPayments
 from handoff.core.effects import intend
 from handoff.core.identity import Credential
-from handoff.core.services import add_service, remove_service
+from handoff.core.services import add_service
 from handoff.core.settings import HandoffSettings
 
 Progress = Callable[[str], None]
@@ -64,8 +65,6 @@ SELECT extract(epoch FROM done.at - lost.at) * 1000
  WHERE i.tenant_id = %(tenant)s AND i.business_key LIKE %(run)s
    AND i.reconciliation = 'reconciled'
 """
-
-CLEAN = "DELETE FROM handoff.effect_intents WHERE tenant_id = %(tenant)s"
 
 
 @dataclass
@@ -120,10 +119,8 @@ class Bench:
             self.provider.wait(20)
             if self.provider.stdout is not None:
                 self.provider.stdout.close()
-        with psycopg.connect(self.settings.database_url, autocommit=True) as conn:
-            conn.execute(CLEAN, {"tenant": self.tenant})
-            if self.cred is not None:
-                remove_service(conn, CONSUMER, tenant=self.tenant)
+        remove_tenant(self.settings.database_url, self.tenant,
+                      [CONSUMER] if self.cred is not None else [])  # fmt: skip
         shutil.rmtree(self.folder, ignore_errors=True)
 
     # -- parts --------------------------------------------------------------------------

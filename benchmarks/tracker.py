@@ -29,8 +29,9 @@ import psycopg
 from psycopg_pool import AsyncConnectionPool
 
 from benchmarks.stats import percentile
+from benchmarks.tenants import remove_tenant
 from handoff.core.identity import Credential
-from handoff.core.services import add_service, remove_service
+from handoff.core.services import add_service
 from handoff.core.settings import HandoffSettings
 from handoff.stack.layout import pick_port
 from handoff.stack.procs import wait_until
@@ -112,15 +113,6 @@ SELECT owner, count(*), count(*) FILTER (WHERE due_at < now()), min(assigned_at)
  GROUP BY owner
 """
 
-CLEAN = [
-    "DELETE FROM handoff.document_state WHERE tenant_id = %(tenant)s",
-    "DELETE FROM handoff.owner_counts WHERE tenant_id = %(tenant)s",
-    "DELETE FROM handoff.owner_due_counts WHERE tenant_id = %(tenant)s",
-    "DELETE FROM handoff.flow_minutes WHERE tenant_id = %(tenant)s",
-    "DELETE FROM handoff.flow_edges WHERE tenant_id = %(tenant)s",
-    "DELETE FROM handoff.owner_samples WHERE tenant_id = %(tenant)s",
-]
-
 
 @dataclass(frozen=True)
 class Timing:
@@ -190,10 +182,7 @@ def load(
 
 
 def clean(settings: HandoffSettings, tenant: str) -> None:
-    with psycopg.connect(settings.database_url, autocommit=True) as conn:
-        for statement in CLEAN:
-            conn.execute(statement, {"tenant": tenant})
-        remove_service(conn, "viewer", tenant=tenant)
+    remove_tenant(settings.database_url, tenant, ["viewer"])
 
 
 async def _time(call: Callable[[], Awaitable[Any]], runs: int) -> Timing:

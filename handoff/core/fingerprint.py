@@ -20,14 +20,14 @@ jsonb's canonical text, as PostgreSQL prints it:
 from __future__ import annotations
 
 import hashlib
-from datetime import UTC, datetime, timedelta
+from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
+from handoff.core.micros import to_micros
+
 _ESCAPES = {'"': '\\"', "\\": "\\\\", "\b": "\\b", "\f": "\\f", "\n": "\\n", "\r": "\\r",
             "\t": "\\t"}  # fmt: skip
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-_MICROSECOND = timedelta(microseconds=1)
 
 
 def _string(text: str) -> str:
@@ -73,7 +73,7 @@ def jsonb_text(value: Any) -> str:
 
 def epoch(at: datetime) -> Decimal:
     """``extract(epoch FROM at)``: seconds since 1970 at microsecond scale."""
-    micros = (at - _EPOCH) // _MICROSECOND
+    micros = to_micros(at)
     sign = "-" if micros < 0 else ""
     whole, part = divmod(abs(micros), 1_000_000)
     return Decimal(f"{sign}{whole}.{part:06d}")

@@ -28,6 +28,7 @@ import enum
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from datetime import UTC, datetime
+from functools import lru_cache
 from typing import Any, LiteralString, Protocol, TypeVar
 
 import orjson
@@ -131,13 +132,7 @@ class HandoffTx(Calls[Receipt | Rejection]):
 
     def _insert_rows(self, table: str, columns: tuple[str, ...], rows: list[Any]) -> None:
         # One statement, so it pipelines with the commit (COPY cannot).
-        statement = _INSERTS.get((table, columns))
-        if statement is None:  # composed once per table and columns: a consumer's hot path
-            name = sql.Identifier(*table.split("."))
-            cols = sql.SQL(", ").join(map(sql.Identifier, columns))
-            statement = _INSERTS[(table, columns)] = sql.SQL(
-                "INSERT INTO {t} ({c}) SELECT {c} FROM jsonb_populate_recordset(NULL::{t}, %s)"
-            ).format(t=name, c=cols).as_bytes(self.conn)  # fmt: skip
+        statement = _insert_rows_sql(table, columns)
         self.conn.execute(
             statement, (Jsonb([dict(zip(columns, row, strict=True)) for row in rows], _dumps),)
         )
@@ -230,7 +225,16 @@ class HandoffTx(Calls[Receipt | Rejection]):
                 self.conn.rollback()
 
 
-_INSERTS: dict[tuple[str, tuple[str, ...]], bytes] = {}
+@lru_cache(maxsize=256)
+def _insert_rows_sql(table: str, columns: tuple[str, ...]) -> str:
+    """Composed once per table and columns: a consumer appends on its hot path."""
+    name = sql.Identifier(*table.split("."))
+    cols = sql.SQL(", ").join(map(sql.Identifier, columns))
+    return (
+        sql.SQL("INSERT INTO {t} ({c}) SELECT {c} FROM jsonb_populate_recordset(NULL::{t}, %s)")
+        .format(t=name, c=cols)
+        .as_string()
+    )
 
 
 def _dumps(value: Any) -> str:

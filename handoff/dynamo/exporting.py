@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import json
 import random
-import time
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -44,6 +43,8 @@ from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
 
 from handoff.core.db import translated
+from handoff.core.errors import Unavailable
+from handoff.core.retry import RetryPolicy
 from handoff.core.store import PostgresStore
 from handoff.dynamo import export_sql as q
 from handoff.dynamo import import_sql
@@ -52,12 +53,16 @@ from handoff.dynamo import schema as k
 from handoff.dynamo.store import ITEM_LIMIT, DynamoStore
 
 PAGE = 1000
+# Unprocessed items of a BatchWriteItem mean throttling: back off longer than
+# for a conflict, and for longer (the CLI then says to run the export again).
+UNPROCESSED = RetryPolicy(attempts=20, base_s=0.05, max_s=2.0, budget_s=120.0)
 BATCH = 25  # items per BatchWriteItem
 SAMPLE = 50  # documents read back from the table after the export
 FAMILIES = ("services", "documents", "receipts", "counts", "rejections")
 
 
 def _compact(value: Any) -> str:
+    # The standard library, not orjson: a client's data may hold integers past 64 bits.
     return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
 
 
@@ -112,12 +117,14 @@ class _Writer:
 
     def _batch(self, batch: list[dict[str, Any]]) -> None:
         pending = {self.table: batch}
-        for attempt in range(20):
+
+        def once() -> None:
+            nonlocal pending
             pending = self.db.batch_write_item(RequestItems=pending).get("UnprocessedItems")
-            if not pending:
-                return
-            time.sleep(min(2.0, 0.05 * 2**attempt) * random.random())  # throttled: back off
-        raise TimeoutError("DynamoDB left items unprocessed after 20 attempts; try again later")
+            if pending:  # throttled: what is left goes again after a wait
+                raise Unavailable("DynamoDB kept leaving items unprocessed (throttled)")
+
+        UNPROCESSED.run(once, retry_on=(Unavailable,))
 
     def close(self) -> None:
         self.pool.shutdown(wait=True)
@@ -127,7 +134,7 @@ class _Exporter:
     def __init__(self, dynamodb: Any, database_url: str, table: str,
                  tenants: list[str] | None, writers: int, page: int,
                  progress: Callable[[Exported], None]) -> None:  # fmt: skip
-        self.url, self.table, self.page, self.progress = database_url, table, page, progress
+        self.table, self.page, self.progress = table, page, progress
         self.tenants = sorted(tenants) if tenants else None
         self.source = f"dynamodb-export:{table}:" + (",".join(self.tenants or []) or "*")
         self.writer = _Writer(dynamodb, table, writers)
@@ -227,16 +234,14 @@ class _Exporter:
             # Each run starts from its first change's data; later changes merge in.
             data = {**(data if here == run else {}), **h["data"]}
             run = here
-            yield it.event(h["tenant_id"], {
-                "eventId": h["event_id"], "eventType": h["event_type"], "source": h["sender"],
-                "occurredAt": h["accepted"], "tenantId": h["tenant_id"],
-                "documentId": h["document_id"], "runId": h["run_id"], "version": h["version"],
-                "correlationId": h["correlation_id"], "causationId": h["causation_id"],
-                "owner": h["owner_after"], "previousOwner": h["owner_before"],
-                "status": h["status"], "assignedAt": h["assigned"], "dueAt": h["due"],
-                "completed": h["owner_after"] is None,
-                "completedAt": h["accepted"] if h["owner_after"] is None else None,
-                "data": data})  # fmt: skip
+            yield it.event(
+                h["tenant_id"], h["document_id"], h["run_id"], h["version"],
+                event_id=h["event_id"], event_type=h["event_type"], source=h["sender"],
+                occurred_at=h["accepted"], owner=h["owner_after"],
+                previous_owner=h["owner_before"], status=h["status"],
+                assigned_at=h["assigned"], due_at=h["due"], data=data,
+                correlation_id=h["correlation_id"], causation_id=h["causation_id"],
+            )  # fmt: skip
 
     def _fits(self, item: dict[str, Any]) -> bool:
         size = len(item.get("data", "")) + len(item.get("payload", ""))

@@ -15,6 +15,7 @@ from typing import Any
 import orjson
 from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
 
+from handoff.core.micros import to_micros
 from handoff.dynamo import schema as k
 
 _to, _from = TypeSerializer(), TypeDeserializer()
@@ -29,7 +30,7 @@ def plain(item: dict[str, Any]) -> dict[str, Any]:
 
 
 def micros(at: datetime | None) -> int | None:
-    return None if at is None else int(at.timestamp() * 1_000_000)
+    return None if at is None else to_micros(at)
 
 
 def state(
@@ -57,11 +58,25 @@ def state(
     return found
 
 
-def event(tenant: str, payload: dict[str, Any]) -> dict[str, Any]:
-    """An accepted version: the relay's envelope as JSON text (the stream's outbox)."""
+def event(
+    tenant: str, doc: str, run: int, version: int, *, event_id: str, event_type: str,
+    source: str, occurred_at: int, owner: str | None, previous_owner: str | None, status: str,
+    assigned_at: int | None, due_at: int | None, data: dict[str, Any],
+    correlation_id: str | None = None, causation_id: str | None = None,
+) -> dict[str, Any]:  # fmt: skip
+    """An accepted version (the stream's outbox): the relay's envelope as JSON text, its
+    times in microseconds since the epoch as the outbox payload has them."""
+    payload = {
+        "eventId": event_id, "eventType": event_type, "source": source,
+        "occurredAt": occurred_at, "tenantId": tenant, "documentId": doc, "runId": run,
+        "version": version, "correlationId": correlation_id, "causationId": causation_id,
+        "owner": owner, "previousOwner": previous_owner, "status": status,
+        "assignedAt": assigned_at, "dueAt": due_at, "completed": owner is None,
+        "completedAt": occurred_at if owner is None else None, "data": data,
+    }  # fmt: skip
     return {
-        "PK": k.doc_pk(tenant, payload["documentId"]),
-        "SK": k.event_sk(payload["runId"], payload["version"]),
+        "PK": k.doc_pk(tenant, doc),
+        "SK": k.event_sk(run, version),
         "kind": "event",
         "tenant": tenant,
         "payload": orjson.dumps(payload).decode(),

@@ -16,27 +16,27 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 import orjson
 import psycopg
-from boto3.dynamodb.types import TypeDeserializer
 from psycopg.types.json import Jsonb
 
 from handoff.core.db import translated
+from handoff.core.micros import from_micros
 from handoff.dynamo import import_sql as q
+from handoff.dynamo.items import plain
 from handoff.dynamo.schema import parse_stamp
 from handoff.operate import audit_sql
 
-_from = TypeDeserializer()
 # Items asked per scan page. DynamoDB ends a page at 1 MB before that (a few thousand
 # small items); moto, which reads its whole table for every page, is spared many pages.
 PAGE = 10_000
 
 
 def _micros(value: Any) -> datetime | None:
-    return None if value is None else datetime.fromtimestamp(int(value) / 1e6, UTC)
+    return None if value is None else from_micros(int(value))
 
 
 @dataclass
@@ -53,7 +53,7 @@ class Imported:
 def _rows(items: list[dict[str, Any]], found: Imported) -> dict[str, list[dict[str, Any]]]:
     rows: dict[str, list[dict[str, Any]]] = {"state": [], "history": [], "receipt": []}
     for raw in items:
-        item = {n: _from.deserialize(v) for n, v in raw.items()}
+        item = plain(raw)
         sk = str(item.get("SK", ""))
         if sk.startswith("STATE#"):
             rows["state"].append({

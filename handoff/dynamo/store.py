@@ -36,7 +36,6 @@ from __future__ import annotations
 
 import hashlib
 import random
-import time
 import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime
@@ -50,11 +49,11 @@ from handoff.core.errors import InvalidRequest, TransientConflict, Unauthenticat
 from handoff.core.fingerprint import epoch, request_fingerprint
 from handoff.core.identity import Credential
 from handoff.core.models import CreateRequest, HandoffRequest, Receipt, Rejection
+from handoff.core.retry import CONFLICTS
 from handoff.dynamo import items
 from handoff.dynamo import schema as k
 
 ITEM_LIMIT = 350_000  # bytes of a state item's data; DynamoDB refuses items over 400 KB
-CONFLICT_RETRIES = 8
 _item, _plain, _micros = items.to_item, items.plain, items.micros
 
 
@@ -110,12 +109,12 @@ class DynamoStore:
         if who is None or bytes(who["secret_hash"]) != credential.secret_hash:
             raise Unauthenticated("unknown or revoked service credential")
         tenant, service = str(who["tenant"]), str(who["service"])
-        for attempt in range(CONFLICT_RETRIES):
-            try:
-                return self._emit(tenant, service, bool(who["can_create"]), request, document_id)
-            except TransientConflict:
-                time.sleep(min(0.5, 0.01 * 2**attempt) * random.random())
-        raise TransientConflict("the change met concurrent transactions too often; retry it")
+        # A TransactionConflict is retried as PostgreSQL's serialization failures are:
+        # the receipt's condition makes a repeat of an applied change a replay.
+        return CONFLICTS.run(
+            lambda: self._emit(tenant, service, bool(who["can_create"]), request, document_id),
+            retry_on=(TransientConflict,),
+        )
 
     def _emit(
         self, tenant: str, service: str, can_create: bool, req: Request, document_id: str | None
@@ -196,20 +195,9 @@ class DynamoStore:
                 )
             run = int(before["run_id"])
             if before.get("owner") != service:
-                return reject(
-                    "OwnershipMismatch",
-                    f"{doc} is owned by "
-                    f"{before.get('owner') or 'nobody (finished)'}, not by {service}",
-                    int(before["version"]),
-                    before.get("owner"),
-                )
+                return reject.ownership(doc, before)
             if int(before["version"]) != expected:
-                return reject(
-                    "VersionMismatch",
-                    f"{doc} is at version {before['version']}, not {expected}",
-                    int(before["version"]),
-                    before.get("owner"),
-                )
+                return reject.version(doc, before, expected)
         state = _next_state(tenant, doc, run, before, req, service, next_owner, now)
         actions = self._actions(
             tenant, state, before, latest if kind == "run" else None, req, service, fingerprint, now
@@ -263,12 +251,11 @@ class DynamoStore:
                     "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
                 }
             }
-        payload = _payload(state, before, req, service, now)
         event = {
             "Put": {
                 "TableName": self.table,
                 "ConditionExpression": "attribute_not_exists(PK)",
-                "Item": _item(items.event(tenant, payload)),
+                "Item": _item(_event(state, before, req, service, now)),
             }
         }
         receipt = {
@@ -346,7 +333,9 @@ class DynamoStore:
             raise exc
         reasons = [r.get("Code", "None") for r in exc.response.get("CancellationReasons", [])]
         if "TransactionConflict" in reasons:
-            raise TransientConflict("a concurrent transaction touched the same items")
+            raise TransientConflict(
+                "concurrent transactions kept touching the same items; retry the change as is"
+            )
         # A receipt that appeared meanwhile answers first (an identical request won).
         if (replayed := self._replay(tenant, req.event_id, fingerprint, reject)) is not None:
             return replayed
@@ -364,19 +353,8 @@ class DynamoStore:
         if old is None:
             return reject("DocumentNotFound", f"document {doc} does not exist")
         if old.get("owner") != reject.service:
-            return reject(
-                "OwnershipMismatch",
-                f"{doc} is owned by "
-                f"{old.get('owner') or 'nobody (finished)'}, not by {reject.service}",
-                int(old["version"]),
-                old.get("owner"),
-            )
-        return reject(
-            "VersionMismatch",
-            f"{doc} is at version {old['version']}, not {getattr(req, 'expected_version', None)}",
-            int(old["version"]),
-            old.get("owner"),
-        )
+            return reject.ownership(doc, old)
+        return reject.version(doc, old, getattr(req, "expected_version", None))
 
     def _replay(
         self, tenant: str, event_id: str, fingerprint: bytes, reject: _Rejecter
@@ -564,6 +542,18 @@ class _Rejecter:
         )
         return Rejection(code=code, message=message, current_version=version, current_owner=owner)
 
+    def ownership(self, doc: str, state: dict[str, Any]) -> Rejection:
+        """The document is not the sender's (any more)."""
+        owner = state.get("owner")
+        return self("OwnershipMismatch",
+                    f"{doc} is owned by {owner or 'nobody (finished)'}, not by {self.service}",
+                    int(state["version"]), owner)  # fmt: skip
+
+    def version(self, doc: str, state: dict[str, Any], expected: int | None) -> Rejection:
+        """The sender expected another version than the document is at."""
+        return self("VersionMismatch", f"{doc} is at version {state['version']}, not {expected}",
+                    int(state["version"]), state.get("owner"))  # fmt: skip
+
 
 def _next_state(
     tenant: str,
@@ -597,35 +587,26 @@ def _next_state(
     )  # fmt: skip
 
 
-def _payload(
+def _event(
     state: dict[str, Any],
     before: dict[str, Any] | None,
     req: Request,
     service: str,
     now: datetime,
 ) -> dict[str, Any]:
-    """The event envelope, as the relay's outbox payload (timestamps in microseconds)."""
+    """The EVENT item of the change that leads to ``state``."""
 
     def micros(text: str | None) -> int | None:
         return _micros(k.parse_stamp(text))
 
-    return {
-        "eventId": req.event_id,
-        "eventType": req.event_type,
-        "source": service,
-        "occurredAt": _micros(now),
-        "tenantId": state["tenant"],
-        "documentId": state["document_id"],
-        "runId": state["run_id"],
-        "version": state["version"],
-        "correlationId": req.correlation_id,
-        "causationId": req.causation_id,
-        "owner": state.get("owner"),
-        "previousOwner": before.get("owner") if before else None,
-        "status": state["status"],
-        "assignedAt": micros(state.get("assigned_at")),
-        "dueAt": micros(state.get("due_at")),
-        "completed": state.get("owner") is None,
-        "completedAt": micros(state.get("completed_at")),
-        "data": orjson.loads(state["data"]),
-    }
+    occurred = _micros(now)
+    assert occurred is not None
+    return items.event(
+        state["tenant"], state["document_id"], state["run_id"], state["version"],
+        event_id=req.event_id, event_type=req.event_type, source=service,
+        occurred_at=occurred, owner=state.get("owner"),
+        previous_owner=before.get("owner") if before else None, status=state["status"],
+        assigned_at=micros(state.get("assigned_at")), due_at=micros(state.get("due_at")),
+        data=orjson.loads(state["data"]), correlation_id=req.correlation_id,
+        causation_id=req.causation_id,
+    )  # fmt: skip

@@ -27,15 +27,14 @@ from collections.abc import Callable
 from typing import Any
 
 import orjson
-from boto3.dynamodb.types import TypeDeserializer
 
 from handoff.core.errors import ConfigurationError, Unavailable
 from handoff.core.events import encode, to_record
 from handoff.core.settings import HandoffSettings
+from handoff.dynamo.items import plain
 from handoff.relay.kafka_io import ensure_topics, headers, producer, register_schemas
 
 log = logging.getLogger("handoff.dynamo")
-_from = TypeDeserializer()
 
 
 class StreamReader:
@@ -113,7 +112,7 @@ class StreamReader:
                 last = record["dynamodb"]["SequenceNumber"]
                 if record["eventName"] != "INSERT":
                     continue
-                image = {n: _from.deserialize(v) for n, v in record["dynamodb"]["NewImage"].items()}
+                image = plain(record["dynamodb"]["NewImage"])
                 if not str(image.get("SK", "")).startswith("EVENT#"):
                     continue  # state, receipts, counts: not events
                 self._produce(orjson.loads(image["payload"]))

@@ -6,12 +6,15 @@ from __future__ import annotations
 import signal
 import threading
 from collections.abc import Callable
-from typing import Annotated, TypeVar
+from typing import TYPE_CHECKING, Annotated, TypeVar
 
 import typer
 
 from handoff.core.errors import OutcomeUnknown, Unavailable
 from handoff.stack.cli_common import console
+
+if TYPE_CHECKING:
+    from handoff.core.settings import HandoffSettings
 
 T = TypeVar("T")
 
@@ -38,10 +41,14 @@ def _resumable(what: str, exc: Exception) -> typer.Exit:
     return typer.Exit(1)
 
 
-def _endpoint(url: str | None) -> str:
-    if not url:
+def _twin() -> tuple[HandoffSettings, str]:
+    """The settings and the DynamoDB endpoint, or a message saying how to get one."""
+    from handoff.core.settings import load_settings
+
+    settings = load_settings()
+    if not settings.dynamodb_url:
         raise typer.BadParameter("set HANDOFF_DYNAMODB_URL (handoff stack up --with dynamodb)")
-    return url
+    return settings, settings.dynamodb_url
 
 
 def dynamodb_relay(
@@ -53,12 +60,10 @@ def dynamodb_relay(
     """Publish the DynamoDB table's stream to Kafka as the relay publishes the outbox
     (HANDOFF_DYNAMODB_URL names the endpoint; handoff stack up --with dynamodb sets it)."""
 
-    from handoff.core.settings import load_settings
     from handoff.dynamo.streams import StreamReader
     from handoff.stack.dynamodb import client
 
-    settings = load_settings()
-    url = _endpoint(settings.dynamodb_url)
+    settings, url = _twin()
     reader = StreamReader(settings, client(url), client(url, "dynamodbstreams"),
                           table=table, topic=topic)  # fmt: skip
     stop = threading.Event()
@@ -85,12 +90,10 @@ def import_dynamodb(
     """Copy a table of the AWS design into PostgreSQL (resumable), then verify it:
     counts equal states, versions gapless, receipts intact (exit 1 otherwise)."""
 
-    from handoff.core.settings import load_settings
     from handoff.dynamo.porting import import_table
     from handoff.stack.dynamodb import client
 
-    settings = load_settings()
-    url = _endpoint(settings.dynamodb_url)
+    settings, url = _twin()
     found = _ported("import", "scanning", lambda say: import_table(
         client(url), settings.database_url, table, segments=segments,
         progress=lambda n: say(f"{n:,} item(s) scanned")))  # fmt: skip
@@ -123,12 +126,10 @@ def export_dynamodb(
     into a table of the AWS design (resumable), then verify counts and a sample of
     documents read back through the DynamoDB store (exit 1 otherwise). Stop writers first."""
 
-    from handoff.core.settings import load_settings
     from handoff.dynamo.exporting import Exported, export_table
     from handoff.stack.dynamodb import client
 
-    settings = load_settings()
-    url = _endpoint(settings.dynamodb_url)
+    settings, url = _twin()
 
     def progress(say: Callable[[str], None]) -> Callable[[Exported], None]:
         return lambda found: say(f"{found.items:,} item(s) written ({found.states:,} state(s), "

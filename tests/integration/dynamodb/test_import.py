@@ -17,9 +17,10 @@ import orjson
 import psycopg
 import pytest
 
+from handoff.core.micros import to_micros
 from handoff.core.settings import HandoffSettings
+from handoff.dynamo import items
 from handoff.dynamo import schema as k
-from handoff.dynamo.items import to_item as _item
 from handoff.dynamo.porting import import_table
 from handoff.stack.dynamodb import client
 
@@ -38,7 +39,7 @@ def _generate(db: Any, table: str, tenant: str, documents: int) -> None:
     batch: list[dict[str, Any]] = []
 
     def put(values: dict[str, Any]) -> None:
-        batch.append({"PutRequest": {"Item": _item(values)}})
+        batch.append({"PutRequest": {"Item": items.to_item(values)}})
         if len(batch) == 25:  # BatchWriteItem takes 25 items
             flush()
 
@@ -48,25 +49,21 @@ def _generate(db: Any, table: str, tenant: str, documents: int) -> None:
         while pending:
             pending = db.batch_write_item(RequestItems=pending).get("UnprocessedItems") or {}
 
+    micros = to_micros(now)
     for i in range(documents):
         doc, owner = f"doc-{i}", f"owner-{i % 5}"
         at = k.stamp(now - timedelta(minutes=i % 600))
-        put({"PK": k.doc_pk(tenant, doc), "SK": k.state_sk(1), "kind": "state",
-             "tenant": tenant, "document_id": doc, "run_id": 1, "version": 2, "owner": owner,
-             "status": "reviewing", "assigned_at": at, "created_at": at, "updated_at": at,
-             "data": orjson.dumps({"n": i}).decode()})  # fmt: skip
+        data = {"n": i}
+        put(items.state(tenant, doc, 1, 2, owner, "reviewing", assigned_at=at, due_at=None,
+                        created_at=at, updated_at=at, completed_at=None,
+                        data=orjson.dumps(data).decode()))  # fmt: skip
         for version, (before, after) in enumerate((("", "intake"), ("intake", owner)), 1):
-            event = {"eventId": f"{doc}-{version}", "eventType": "moved", "source": "intake",
-                     "occurredAt": int(now.timestamp() * 1e6), "tenantId": tenant,
-                     "documentId": doc, "runId": 1, "version": version, "owner": after,
-                     "previousOwner": before or None, "status": "reviewing",
-                     "data": {"n": i}}  # fmt: skip
-            put({"PK": k.doc_pk(tenant, doc), "SK": k.event_sk(1, version), "kind": "event",
-                 "tenant": tenant, "payload": orjson.dumps(event).decode()})  # fmt: skip
-        put({"PK": k.receipt_pk(tenant, f"{doc}-2"), "SK": "RECEIPT",
-             "fingerprint": hashlib.sha256(doc.encode()).digest(), "document_id": doc,
-             "run_id": 1, "version": 2, "owner": owner, "status": "reviewing",
-             "accepted_at": at})  # fmt: skip
+            put(items.event(tenant, doc, 1, version, event_id=f"{doc}-{version}",
+                            event_type="moved", source="intake", occurred_at=micros,
+                            owner=after, previous_owner=before or None, status="reviewing",
+                            assigned_at=None, due_at=None, data=data))  # fmt: skip
+        put(items.receipt(tenant, f"{doc}-2", hashlib.sha256(doc.encode()).digest(), doc, 1, 2,
+                          owner, "reviewing", at))  # fmt: skip
     if batch:
         flush()
 
