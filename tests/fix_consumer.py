@@ -203,7 +203,7 @@ class InProcess:
     def __init__(self, settings: HandoffSettings, app: Consumer, wire: Wire, **config: Any) -> None:
         cred = app.credential
         info = make_conninfo(settings.database_url, user=cred.role, password=cred.secret)
-        self.conn = psycopg.connect(info, autocommit=False)
+        self.conn = psycopg.connect(info, autocommit=True)  # as the runtime's
         self.reads = psycopg.connect(info, autocommit=True)
         self.config = ConsumerSettings(**{"retry_base_s": 0.0, **config})
         self.processor = Processor(app, self.conn, self.config, sleep=lambda _: None)

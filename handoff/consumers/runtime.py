@@ -129,7 +129,8 @@ class Runtime:
         failures = 0
         while True:
             try:
-                conn = psycopg.connect(self._conninfo(), autocommit=False, connect_timeout=10)
+                # Autocommit: units send BEGIN and COMMIT themselves (core/tx.py).
+                conn = psycopg.connect(self._conninfo(), autocommit=True, connect_timeout=10)
                 reads = psycopg.connect(self._conninfo(), autocommit=True, connect_timeout=10)
                 break
             except psycopg.OperationalError as exc:

@@ -180,11 +180,11 @@ class Processor:
     def _transact(self, items: list[Item], reconcile: bool = False) -> list[str]:
         started = time.perf_counter()
         try:
-            # Pipeline mode: BEGIN goes with the guard's statement and the
-            # handlers' writes go with COMMIT, so a unit costs two round
-            # trips (plus one per statement whose result a handler reads).
-            with self.conn.pipeline():
-                return transact(self.conn, lambda tx: self.unit(tx, items, reconcile=reconcile))
+            # On the consumer's autocommit connection BEGIN goes with the
+            # guard's statement and the handlers' writes go with COMMIT
+            # (core/tx.py): two round trips a unit, plus one per statement
+            # whose result a handler reads.
+            return transact(self.conn, lambda tx: self.unit(tx, items, reconcile=reconcile))
         except psycopg.Error as exc:
             self._raise_if_lost(exc)
             raise

@@ -17,6 +17,15 @@ the unit that is retried, not the statement: ``transact(conn, work)`` runs
 of ``core/retry.py``. ``work`` must therefore do nothing outside the
 database that it would regret doing twice.
 
+On an autocommit connection the unit sends BEGIN and COMMIT itself, each
+in one simple-protocol message with its neighbours (parameters bound by
+the client): BEGIN with the unit's first statement, COMMIT with its
+deferred writes. A consumer's unit of one event is then two round trips
+and little client work; psycopg's pipeline mode, used before, cost three
+round trips (the pipeline's own closing Sync) and 0.4 ms of client CPU a
+unit against 0.25 ms (measured, guard + one row + commit). Statements a
+handler runs after the first use the extended protocol, prepared as usual.
+
 Isolation is READ COMMITTED, PostgreSQL's default: the emit function's
 checks are conditions of its UPDATE (see migration 0001), and a consumer's
 guard is a primary key, so no unit needs a stronger level to be correct.
@@ -48,6 +57,7 @@ from handoff.core.models import (
 from handoff.core.retry import CONFLICTS, RetryPolicy
 
 T = TypeVar("T")
+Statement = tuple[str, Any]  # a query and its parameters
 
 
 class TxStatus(enum.Enum):
@@ -70,6 +80,8 @@ class HandoffTx(Calls[Receipt | Rejection]):
 
     def __init__(self, conn: psycopg.Connection[Any]) -> None:
         self.conn = conn
+        # False until BEGIN is sent, on an autocommit connection (see above).
+        self._begun = not conn.autocommit
         # None: every effect and workflow start this consumer declares. A
         # replay sets the manifest's list: anything else is recorded as
         # skipped and never reaches an executor.
@@ -87,9 +99,41 @@ class HandoffTx(Calls[Receipt | Rejection]):
     def execute(self, query: LiteralString, params: Any = None) -> psycopg.Cursor[Any]:
         """Run a statement of the caller's own (a local effect) in this unit, now."""
         self._active()
+        if not self._begun:
+            return self._simple(["BEGIN", *self._mogrified(), (query, params)])
         self._flush()
         with translated():
             return self.conn.execute(query, params)
+
+    def _begin(self) -> None:
+        """BEGIN now (with the deferred writes), for a call that uses the connection itself."""
+        if not self._begun:
+            self._simple(["BEGIN", *self._mogrified()])
+
+    def _mogrified(self) -> list[Statement]:
+        """The deferred writes, as (query, params) to bind; none left deferred."""
+        writes, self._writes = self._writes, []
+        statements: list[Statement] = []
+        for what, rows in writes:
+            if isinstance(what, tuple):
+                statements.append((_insert_rows_sql(*what), (_rows_json(what[1], rows),)))
+            else:
+                statements.extend((what, row) for row in rows)
+        return statements
+
+    def _simple(self, statements: list[str | Statement]) -> psycopg.Cursor[Any]:
+        """``statements`` (text, or (query, params) bound here) in one message.
+
+        Answers the cursor on the last statement's result.
+        """
+        cur: psycopg.ClientCursor[Any] = psycopg.ClientCursor(self.conn)
+        text = "; ".join(s if isinstance(s, str) else cur.mogrify(*s) for s in statements)
+        with translated():
+            cur.execute(text.encode())  # composed above, values bound by mogrify
+        self._begun = True
+        while cur.nextset():
+            pass
+        return cur
 
     def write(self, query: LiteralString, params: Any) -> None:
         """A write whose result is not needed: sent with the unit's other writes.
@@ -131,14 +175,12 @@ class HandoffTx(Calls[Receipt | Rejection]):
                     cur.executemany(what, rows)
 
     def _insert_rows(self, table: str, columns: tuple[str, ...], rows: list[Any]) -> None:
-        # One statement, so it pipelines with the commit (COPY cannot).
-        statement = _insert_rows_sql(table, columns)
-        self.conn.execute(
-            statement, (Jsonb([dict(zip(columns, row, strict=True)) for row in rows], _dumps),)
-        )
+        # One statement, so it goes in one message with the commit (COPY cannot).
+        self.conn.execute(_insert_rows_sql(table, columns), (_rows_json(columns, rows),))
 
     def _send(self, request: Request, document_id: str | None = None) -> Receipt | Rejection:
         self._active()
+        self._begin()
         # No flush first: the emit function reads only Handoff's own tables,
         # which a service's writes cannot touch, so deferred writes may go
         # after it; they still go before the commit.
@@ -173,6 +215,7 @@ class HandoffTx(Calls[Receipt | Rejection]):
             self.capabilities.skipped(self, event_id, effect)
             return effects.Intent(0, "", "skipped", False, event_id, business_key)
         # No flush, as for emit: the function reads only Handoff's tables.
+        self._begin()
         return effects.intend(
             self.conn,
             event_id=event_id,
@@ -199,6 +242,7 @@ class HandoffTx(Calls[Receipt | Rejection]):
         if self.capabilities is not None and not self.capabilities.allows(capability):
             self.capabilities.skipped(self, event_id, capability)
             return effects.WorkflowRun(execution_name, datetime.now(UTC), False)
+        self._begin()
         return effects.start_workflow(
             self.conn,
             workflow=workflow,
@@ -212,9 +256,14 @@ class HandoffTx(Calls[Receipt | Rejection]):
     def commit(self) -> None:
         """Commit now. A lost connection here means the outcome is unknown."""
         self._active()
-        self._flush()
-        with translated():
-            self.conn.commit()
+        if self.conn.autocommit:
+            writes = self._mogrified()
+            if self._begun or writes:  # else nothing was sent: nothing to commit
+                self._simple([*([] if self._begun else ["BEGIN"]), *writes, "COMMIT"])
+        else:
+            self._flush()
+            with translated():
+                self.conn.commit()
         self.status = TxStatus.COMMITTED
 
     def rollback(self) -> None:
@@ -237,15 +286,20 @@ def _insert_rows_sql(table: str, columns: tuple[str, ...]) -> str:
     )
 
 
+def _rows_json(columns: tuple[str, ...], rows: list[Any]) -> Jsonb:
+    return Jsonb([dict(zip(columns, row, strict=True)) for row in rows], _dumps)
+
+
 def _dumps(value: Any) -> str:
     return orjson.dumps(value).decode()
 
 
 @contextmanager
 def handoff_tx(conn: psycopg.Connection[Any]) -> Iterator[HandoffTx]:
-    """A unit of work on ``conn`` (autocommit off, none open); rolls back unless committed."""
-    if conn.autocommit:
-        raise ConfigurationError("handoff_tx needs a connection with autocommit off")
+    """A unit of work on ``conn`` (none open); rolls back unless committed.
+
+    On an autocommit connection the unit sends BEGIN and COMMIT itself (see above).
+    """
     if conn.info.transaction_status is not pq.TransactionStatus.IDLE:
         raise ConfigurationError("handoff_tx needs a connection with no transaction open")
     tx = HandoffTx(conn)

@@ -254,7 +254,7 @@ class Replayer:
         info = make_conninfo(self.settings.database_url, user=cred.role, password=cred.secret)
         with (
             psycopg.connect(self.settings.database_url, autocommit=True) as admin,
-            psycopg.connect(info, autocommit=False) as conn,
+            psycopg.connect(info, autocommit=True) as conn,  # units BEGIN themselves
             psycopg.connect(info, autocommit=True) as reads,
         ):
             found = reads.execute(WHOAMI).fetchone()

@@ -93,7 +93,7 @@ class Rehearsal:
     def _service_conn(self, name: str) -> psycopg.Connection[Any]:
         cred = self.creds[name]
         info = make_conninfo(self.settings.database_url, user=cred.role, password=cred.secret)
-        conn = psycopg.connect(info, autocommit=False)
+        conn = psycopg.connect(info, autocommit=True)  # units BEGIN themselves
         self._conns.append(conn)
         return conn
 
