@@ -31,6 +31,12 @@ UNIT_SECONDS = Histogram(
     ["consumer"],
     buckets=(0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0),
 )
+UNCLAIMED = Counter(
+    "handoff_consumer_unclaimed_total",
+    "One-event units whose claim (or handler) failed before the verdict was read, "
+    "taken again verdict first: duplicates, parked or failing events",
+    ["consumer"],
+)
 RETRIES = Counter(
     "handoff_consumer_retries_total",
     "Failed attempts retried, by category",

@@ -18,7 +18,9 @@ import os
 import signal
 import threading
 import time
+import zlib
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 from typing import Any
 
@@ -115,8 +117,10 @@ class Runtime:
         self.stopping = threading.Event()
         self.tenant = ""
         self._outage = RetryPolicy(base_s=0.2, max_s=5.0)
-        self._conn: psycopg.Connection[Any] | None = None
+        self._conns: list[psycopg.Connection[Any]] = []  # one a lane; the first is lane 0's
         self._reads: psycopg.Connection[Any] | None = None
+        self._lanes: list[Processor] = []
+        self._pool: ThreadPoolExecutor | None = None
         self._processed = 0
 
     # -- connections -----------------------------------------------------------------
@@ -125,15 +129,22 @@ class Runtime:
         cred = self.app.credential
         return make_conninfo(self.settings.database_url, user=cred.role, password=cred.secret)
 
-    def _connect(self) -> tuple[psycopg.Connection[Any], psycopg.Connection[Any]]:
+    def _connect(self) -> tuple[list[psycopg.Connection[Any]], psycopg.Connection[Any]]:
+        """A connection for each lane's units, and one for reads and marks."""
         failures = 0
         while True:
+            conns: list[psycopg.Connection[Any]] = []
             try:
                 # Autocommit: units send BEGIN and COMMIT themselves (core/tx.py).
-                conn = psycopg.connect(self._conninfo(), autocommit=True, connect_timeout=10)
+                for _ in range(self.config.concurrency):
+                    conns.append(
+                        psycopg.connect(self._conninfo(), autocommit=True, connect_timeout=10)
+                    )
                 reads = psycopg.connect(self._conninfo(), autocommit=True, connect_timeout=10)
                 break
             except psycopg.OperationalError as exc:
+                for conn in conns:
+                    conn.close()
                 if "password authentication failed" in str(exc):
                     raise ConfigurationError(
                         f"PostgreSQL refused the credential of {self.app.name}: check "
@@ -151,14 +162,18 @@ class Runtime:
                 f"the credential belongs to service {name}, not to consumer {self.app.name}"
             )
         self.tenant = tenant
-        return conn, reads
+        return conns, reads
 
-    def _reconnect(self) -> None:
-        for conn in (self._conn, self._reads):
+    def _close(self) -> None:
+        for conn in [*self._conns, self._reads]:
             if conn is not None and not conn.closed:
                 conn.close()
-        self._conn, self._reads = self._connect()
-        self.processor = Processor(self.app, self._conn, self.config)
+
+    def _reconnect(self) -> None:
+        self._close()
+        self._conns, self._reads = self._connect()
+        self._lanes = [Processor(self.app, conn, self.config) for conn in self._conns]
+        self.processor = self._lanes[0]
 
     # -- Kafka ------------------------------------------------------------------------
 
@@ -233,6 +248,8 @@ class Runtime:
         # the process: out of the collector's way, so a full collection between
         # two polls scans only what the loop made (the tracker does the same).
         gc.freeze()
+        if self.config.concurrency > 1:
+            self._pool = ThreadPoolExecutor(self.config.concurrency, thread_name_prefix="lane")
         next_sweep = next_measure = 0.0
         last_message = time.monotonic()
         rate_mark, rate_count = time.monotonic(), 0
@@ -260,9 +277,9 @@ class Runtime:
         finally:
             consumer.close()  # commits the stored offsets
             decoder.close()
-            for conn in (self._conn, self._reads):
-                if conn is not None:
-                    conn.close()
+            if self._pool is not None:
+                self._pool.shutdown()
+            self._close()
         return self._processed
 
     def _handle(self, consumer: KafkaConsumer, msgs: list[Message], decoder: Decoder) -> bool:
@@ -283,6 +300,16 @@ class Runtime:
         if marked and marked[0] > self.config.max_deliveries:
             if not self._guarded(partial(self._one_at_a_time, every)):
                 return False
+            self._commit(consumer, msgs)
+            self._processed += len(msgs)
+            return True
+        if self._pool is not None:
+            if not self._guarded(partial(self._run_lanes, every)):
+                return False
+            if self.stopping.is_set():
+                return True  # a lane may have stopped short: all redelivered, absorbed
+            if self.config.fault_kill_after_commit and every:
+                os.kill(os.getpid(), signal.SIGKILL)
             self._commit(consumer, msgs)
             self._processed += len(msgs)
             return True
@@ -328,6 +355,32 @@ class Runtime:
 
     def _run_batch(self, items: list[Item]) -> None:
         self.processor.run_batch(items)
+
+    def _run_lanes(self, items: list[Item]) -> None:
+        """``items`` over the lanes by document, each lane's batch by batch, all at once.
+
+        A document's events share a lane and keep their order in it. After an
+        outage the whole poll is taken again: what a lane had committed is a
+        duplicate to the guard, no second effect.
+        """
+        assert self._pool is not None
+        lanes: list[list[Item]] = [[] for _ in self._lanes]
+        for item in items:
+            document = item.event.document_id if item.event is not None else ""
+            lanes[zlib.crc32(document.encode()) % len(lanes)].append(item)
+        size = self.config.batch_size
+
+        def run(processor: Processor, mine: list[Item]) -> None:
+            for start in range(0, len(mine), size):
+                if self.stopping.is_set():
+                    return
+                processor.run_batch(mine[start : start + size])
+
+        futures = [self._pool.submit(run, processor, mine)
+                   for processor, mine in zip(self._lanes, lanes, strict=True) if mine]  # fmt: skip
+        errors = [error for future in futures if (error := future.exception()) is not None]
+        if errors:  # every lane has stopped by now: the first error decides
+            raise errors[0]
 
     def _one_at_a_time(self, items: list[Item]) -> None:
         """Processes have stopped (killed, out of memory, crashed) while on these events

@@ -30,6 +30,18 @@ class ConsumerSettings(BaseSettings):
             "[Lambda batch size 1]; larger for cheap idempotent ones.",
         ),
     ] = 100
+    concurrency: Annotated[
+        int,
+        Field(
+            ge=1,
+            le=64,
+            description="Units in flight at once in one process, each on a database "
+            "connection of its own [Lambda ParallelizationFactor]. A document's events "
+            "always go to the same one, in order; other documents' events overlap, so the "
+            "process works while a unit waits for the database (or a handler for a "
+            "provider). Offsets are then stored once a whole poll is done.",
+        ),
+    ] = 1
     max_deliveries: Annotated[
         int,
         Field(ge=1, le=100, description="Failed attempts before quarantine [SQS maxReceiveCount]."),

@@ -28,8 +28,8 @@ from handoff.consumers.failures import Category, HeldBack, classify, describe
 from handoff.consumers.settings import ConsumerSettings
 from handoff.core.db import raise_if_lost
 from handoff.core.errors import DatabaseUnavailable, MalformedEvent
-from handoff.core.guards_sql import BEGIN, DUE, HOLD, TAKE
-from handoff.core.tx import HandoffTx, transact
+from handoff.core.guards_sql import BEGIN, CLAIM, DUE, HOLD, NOT_CLAIMED, TAKE
+from handoff.core.tx import HandoffTx, json_text, transact
 
 log = logging.getLogger("handoff.consumers")
 
@@ -69,6 +69,11 @@ def _identity(item: Item) -> dict[str, Any]:
 
 
 class Processor:
+    # One-event units claim their event with the handler's writes, in one
+    # round trip, before the verdict is read (migration 0011); False: always
+    # read the verdict first (a replay records every verdict).
+    speculate = True
+
     def __init__(
         self,
         app: Consumer,
@@ -124,14 +129,7 @@ class Processor:
             taken = tx.execute(TAKE, {"kind": set_aside, "id": items[0].entry}).fetchone()
             if not (taken and taken[0]):
                 return ["gone"]  # another process of this consumer took it first
-        events = [item.event.identity() for item in items if item.event is not None]
-        params = {
-            "events": Jsonb(events),
-            "types": self._types,
-            "owner": self.app.owner,
-            "reconcile": reconcile,
-        }
-        verdicts = tx.execute(BEGIN, params).fetchall()
+        verdicts = tx.execute(BEGIN, {**self._guarded(items), "reconcile": reconcile}).fetchall()
         for item, (verdict, detail) in zip(items, verdicts, strict=True):
             assert item.event is not None
             if verdict == "apply":
@@ -152,6 +150,36 @@ class Processor:
                     f"event id {item.event.event_id} was taken before with other content",
                 )
         return [verdict for verdict, _ in verdicts]
+
+    def _guarded(self, items: list[Item]) -> dict[str, Any]:
+        events = [item.event.identity() for item in items if item.event is not None]
+        return {"events": Jsonb(events, json_text), "types": self._types, "owner": self.app.owner}
+
+    def claimed(self, tx: HandoffTx, item: Item) -> list[str]:
+        """One event, its handler run before the guard's verdict is read.
+
+        The claim goes first in the unit's one message, so the handler's
+        writes commit only if the event was to be applied; otherwise the
+        claim raises and everything rolls back. Running a handler whose
+        work may roll back is what a retried unit already does
+        (core/tx.py), so a handler needs no new care.
+        """
+        assert item.event is not None
+        tx.write(CLAIM, self._guarded([item]))
+        try:
+            self._apply(tx, item.event, None)
+        except Exception as exc:
+            if not _unclaimed(exc):
+                # Whether the handler failed an event it was to apply (a real
+                # attempt) or one the guard would have kept from it: the
+                # claim, if still unsent, tells.
+                try:
+                    tx.flush()
+                except Exception as refused:
+                    if _unclaimed(refused):
+                        raise refused from exc
+            raise
+        return ["apply"]
 
     def _apply(self, tx: HandoffTx, event: Event, skipped: str | None) -> None:
         handler = self.app.handlers[event.event_type]
@@ -180,6 +208,15 @@ class Processor:
     def _transact(self, items: list[Item], reconcile: bool = False) -> list[str]:
         started = time.perf_counter()
         try:
+            if self.speculate and len(items) == 1 and items[0].kind is None and not reconcile:
+                try:
+                    return transact(self.conn, lambda tx: self.claimed(tx, items[0]))
+                except Exception as exc:
+                    if not _unclaimed(exc):
+                        raise  # the handler failed an event it was to apply: an attempt
+                    # Not to be applied now (a duplicate, a stale or parked
+                    # event, a gap): the long way decides, verdict first.
+                    metrics.UNCLAIMED.labels(self.app.name).inc()
             # On the consumer's autocommit connection BEGIN goes with the
             # guard's statement and the handlers' writes go with COMMIT
             # (core/tx.py): two round trips a unit, plus one per statement
@@ -282,6 +319,15 @@ class Processor:
                 verdict, verdict
             )
             metrics.EVENTS.labels(self.app.name, outcome).inc()
+
+
+def _unclaimed(exc: BaseException) -> bool:
+    """The claim refused the event, whatever the handler made of that error."""
+    while exc is not None:
+        if getattr(exc, "sqlstate", None) == NOT_CLAIMED:
+            return True
+        exc = exc.__cause__ or exc.__context__  # type: ignore[assignment]
+    return False
 
 
 def _where(item: Item) -> str:

@@ -183,6 +183,8 @@ def _key(item: Item) -> str:
 class _ReplayProcessor(Processor):
     """The consumer's processor, recording each outcome and the checkpoint in its unit."""
 
+    speculate = False  # every verdict is recorded, so each is read first
+
     def __init__(self, plan: str, allowed: _Allowed, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.plan, self.allowed = plan, allowed

@@ -49,6 +49,13 @@ def consume(
         int | None,
         typer.Option(help="Events per transaction; 1 for non-idempotent effects. Default 100."),
     ] = None,
+    concurrency: Annotated[
+        int | None,
+        typer.Option(
+            help="Units in flight at once, each on its own connection; one document's "
+            "events stay in order. Default 1."
+        ),
+    ] = None,
     group: Annotated[
         str | None, typer.Option(help="Kafka consumer group (default handoff.<tenant>.<name>).")
     ] = None,
@@ -89,6 +96,7 @@ def consume(
         logging.getLogger(noisy).setLevel(logging.WARNING)
     overrides: dict[str, Any] = {
         "batch_size": batch_size,
+        "concurrency": concurrency,
         "group": group,
         "topics": topic or None,
         "reader_schema_version": reader_schema,

@@ -12,15 +12,17 @@ from psycopg.conninfo import make_conninfo
 from psycopg.types.json import Jsonb
 
 from handoff.core import HandoffClient, handoff_tx
-from handoff.core.errors import ConfigurationError, TransientConflict
+from handoff.core.errors import ConfigurationError, InvalidRequest, TransientConflict
 from handoff.core.guards_sql import BEGIN
 from handoff.core.identity import Credential
 from handoff.core.settings import HandoffSettings
 
 
-def _login(settings: HandoffSettings, cred: Credential) -> psycopg.Connection[Any]:
+def _login(
+    settings: HandoffSettings, cred: Credential, *, autocommit: bool = False
+) -> psycopg.Connection[Any]:
     info = make_conninfo(settings.database_url, user=cred.role, password=cred.secret)
-    return psycopg.connect(info, autocommit=False)
+    return psycopg.connect(info, autocommit=autocommit)
 
 
 def _params(event_id: str, fingerprint: str = "aa") -> dict[str, Any]:
@@ -139,14 +141,18 @@ def test_each_consumer_has_its_own_guard_space_and_service_roles_cannot_touch_th
         audit.rollback()
 
 
+# psycopg sends BEGIN (autocommit off), or the unit does, with its first statement.
+@pytest.mark.parametrize("autocommit", [False, True], ids=["psycopg-begins", "unit-begins"])
 def test_a_unit_rolls_back_unless_committed_and_keeps_a_rejection_it_commits(
     created: Callable[[str], psycopg.Connection[Any]],
     admin: psycopg.Connection[Any],
     tenant: str,
     service: Callable[..., Credential],
     migrated: HandoffSettings,
+    autocommit: bool,
 ) -> None:
-    worker = _login(migrated, Credential.parse(_rotate(admin, tenant, "worker")))
+    cred = Credential.parse(_rotate(admin, tenant, "worker"))
+    worker = _login(migrated, cred, autocommit=autocommit)
     with handoff_tx(worker) as tx:
         receipt = tx.emit(
             event_id="g-2",
@@ -178,6 +184,14 @@ def test_a_unit_rolls_back_unless_committed_and_keeps_a_rejection_it_commits(
     assert admin.execute(
         "SELECT code FROM handoff.rejections WHERE tenant_id = %s AND event_id = 'g-x'", (tenant,)
     ).fetchall() == [("VersionMismatch",)]
+    # A failed statement rolls its unit back and leaves the connection ready.
+    with pytest.raises(InvalidRequest), handoff_tx(worker) as tx:
+        tx.execute("SELECT 1 / 0")
+    assert worker.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
+    with handoff_tx(worker) as tx:
+        assert tx.execute("SELECT 41 + 1").fetchone() == (42,)
+        tx.commit()
+    assert worker.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
     worker.close()
 
 

@@ -12,6 +12,7 @@ from typing import Any
 
 import psycopg
 import pytest
+from prometheus_client import REGISTRY
 
 from handoff.consumers import Consumer, Event
 from handoff.core import HandoffClient, HandoffTx
@@ -303,3 +304,39 @@ def test_an_absent_field_and_an_empty_string_reach_the_handler_as_they_were_sent
         {**p["empty", 1, 1], "causationId": "", "data": {"memo": ""}},
     )
     assert seen == {"absent": (None, "<missing>"), "empty": ("", "")}
+
+
+def test_a_one_event_unit_claims_with_its_writes_and_a_duplicate_takes_the_long_way(
+    story: Any, audit: Any, admin: psycopg.Connection[Any], tenant: str
+) -> None:
+    """Batch 1 runs the handler before the verdict; the claim keeps a duplicate's work out."""
+    p = story(1)
+    seen: list[str] = []
+
+    def once_only(event: Event, tx: HandoffTx) -> None:
+        seen.append(event.event_id)
+        tx.append(  # deferred: sent with the claim and the COMMIT, in one message
+            "consumer_test.effects",
+            ("tenant_id", "consumer", "event_id", "document_id", "run_id", "version",
+             "occurred_at"),
+            (event.tenant_id, "audit", event.event_id, event.document_id, event.run_id,
+             event.version, event.occurred_at),
+        )  # fmt: skip
+        if len(seen) > 1:
+            raise RuntimeError("a handler that fails when it sees an event again")
+
+    consumer = audit(once_only)
+    unclaimed = (
+        REGISTRY.get_sample_value("handoff_consumer_unclaimed_total", {"consumer": "audit"}) or 0.0
+    )
+    assert consumer.processor.run_one(consumer.item(p["d", 1, 1])) == "apply"
+    # Redelivered: the handler runs (and fails), the claim refuses, the unit
+    # rolls back, and the verdict-first unit acknowledges it without effect.
+    assert consumer.processor.run_one(consumer.item(p["d", 1, 1])) == "duplicate"
+    assert seen == ["d-1", "d-1"]
+    assert versions(admin, tenant) == [(1, 1)]
+    assert quarantined(admin, tenant) == []
+    assert (
+        REGISTRY.get_sample_value("handoff_consumer_unclaimed_total", {"consumer": "audit"})
+        == unclaimed + 1
+    )

@@ -136,6 +136,47 @@ def test_kill_9_between_the_database_commit_and_the_offset_commit_is_absorbed_by
     ), "the redelivered batch should have been suppressed as duplicates"
 
 
+def test_lanes_keep_each_documents_order_and_survive_kill_9(
+    relays: Relays,
+    consumers: Consumers,
+    service: Callable[..., Credential],
+    admin: psycopg.Connection[Any],
+    tenant: str,
+) -> None:
+    """Batch 1 over three lanes: documents overlap, each one's versions stay in order."""
+    creator, review = service("creator", can_create=True), service("review")
+    _create(creator, 40)
+    with HandoffClient.direct(review) as client:  # versions 2 and 3 of each, still review's
+        for version in (1, 2):
+            for i in range(40):
+                client.emit(event_id=f"r-{i}-{version}", event_type="routed",
+                            document_id=f"doc-{i}", next_owner="review", status="routed",
+                            expected_version=version)  # fmt: skip
+    relays.run_once()
+    lanes = ("--batch-size", "1", "--concurrency", "3")
+    slow = consumers.start("review", review, *lanes, TEST_CONSUMER_SLEEP_S="0.01")
+    wait_effects(admin, tenant, 30)
+    slow.send_signal(signal.SIGKILL)  # lanes mid-unit, the poll's offsets not stored
+    slow.wait(10)
+    assert 0 < len(effects(admin, tenant)) < 120
+    again = consumers.start("review", review, *lanes)
+    wait_effects(admin, tenant, 120)
+    _exactly_once(admin, tenant, 120)
+    versions: dict[str, list[int]] = {}
+    for _, document, _, version, _ in effects(admin, tenant):  # in commit order
+        versions.setdefault(document, []).append(version)
+    assert all(v == [1, 2, 3] for v in versions.values()), versions
+    pids = admin.execute(
+        "SELECT count(DISTINCT pid) FROM consumer_test.effects WHERE tenant_id = %s", (tenant,)
+    ).fetchone()
+    assert pids is not None and pids[0] >= 3, "each lane commits on a connection of its own"
+    assert wait_until(
+        lambda: consumers.metric(again, "handoff_consumer_events_total", outcome="duplicate") > 0,
+        30,
+        0.3,
+    ), "what the killed process had committed comes again and is suppressed"
+
+
 def _cli(*args: str, home: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "handoff.stack", *args],
