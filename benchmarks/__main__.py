@@ -353,11 +353,15 @@ def bench_consumer(events: int, batch_size: int, rate: float, seconds: float) ->
         ["handoff consume, batch 1", r.single.per_s, f"{r.single.per_s / r.bare.per_s:.2f}x",
          f"{r.single.rss_mb:.0f}",
          f"{r.single.per_s / r.pgbench_tps:.2f}x pgbench one-INSERT (target >= 0.5x)"],
+        [f"handoff consume, batch 1, {r.concurrency} lanes", r.lanes.per_s,
+         f"{r.lanes.per_s / r.bare.per_s:.2f}x", f"{r.lanes.rss_mb:.0f}",
+         f"{r.lanes.per_s / r.pgbench_tps:.2f}x pgbench one-INSERT (target >= 0.5x)"],
         ["pgbench one-INSERT transaction, 1 client", r.pgbench_tps, "", "",
          f"p50 {r.pgbench_p50_ms:.2f} ms, p99 {r.pgbench_p99_ms:.2f} ms"],
         ["pgbench, the guarded one-event unit (guard + one INSERT), 1 client", r.guarded_tps,
          "", "", f"p50 {r.guarded_p50_ms:.2f} ms, p99 {r.guarded_p99_ms:.2f} ms; batch 1 is "
-         f"{r.single.per_s / r.guarded_tps:.2f}x of it, it is "
+         f"{r.single.per_s / r.guarded_tps:.2f}x of it ({r.concurrency} lanes: "
+         f"{r.lanes.per_s / r.guarded_tps:.2f}x), it is "
          f"{r.guarded_tps / r.pgbench_tps:.2f}x the one-INSERT"],
         [f"hop: emit commit -> next handler commit at {r.hop_rate:,.0f}/s", r.hop_rate, "",
          f"{r.hop_rss_mb:.0f}",

@@ -5,6 +5,8 @@
 - batched / batch 1: ``handoff consume`` processes with a one-INSERT local
   effect, guard, ordering and offsets included; rate from the effects' own
   commit-side timestamps (group join and start-up excluded); peak RSS sampled;
+  batch 1 once with one unit in flight and once with ``--concurrency``
+  lanes (units of different documents overlapping, each its own transaction);
 - pgbench: one client running a one-INSERT transaction on the same server,
   the floor a batch-1 consumer (one transaction per event) is compared with;
 - hop: creates paced at a steady rate with a relay and a consumer running;
@@ -54,13 +56,18 @@ Progress = Callable[[str], None]
 # 2-core machine (the relay, the pacer, PostgreSQL and Kafka share it),
 # while 100 catches up, the units' fixed cost being shared by more events.
 HOP_BATCH = 100
-SERVICES = ("creator", "bench-batched", "bench-single", "bench-hop", "bench-next", "bench-pg")
+SERVICES = ("creator", "bench-batched", "bench-single", "bench-lanes", "bench-hop", "bench-next",
+            "bench-pg")  # fmt: skip
+LANES = 4  # batch 1's units in flight at once in the lanes run
 
 # The guarded unit of one event as a C client runs it: the database's share of
 # a batch-1 consumer (guard, ordering, one effect row, commit) without Python,
-# librdkafka or decoding. Each transaction takes a new event of a random
-# document the benchmark created (applied the first time, stale after).
+# librdkafka or decoding, in one round trip as the consumer sends it. Each
+# transaction takes a new event of a random document the benchmark created
+# (applied the first time, stale after: the verdict-reading guard, since a
+# claim would refuse the stale ones).
 GUARDED = """\\set n random(1, {documents})
+\\startpipeline
 BEGIN;
 SELECT verdict FROM handoff.consumer_begin(
     jsonb_build_array(jsonb_build_object('eventId', md5(random()::text), 'fingerprint', '00',
@@ -70,6 +77,7 @@ SELECT verdict FROM handoff.consumer_begin(
 INSERT INTO handoff_bench.effects (tenant_id, consumer, event_id, occurred_at)
 VALUES (:tenant, 'bench-pg', :n, now());
 COMMIT;
+\\endpipeline
 """
 
 CREATE_MANY = """
@@ -93,6 +101,8 @@ class ConsumerResult:
     bare: Run
     batched: Run
     single: Run
+    lanes: Run
+    concurrency: int
     batch_size: int
     pgbench_tps: float
     pgbench_p50_ms: float
@@ -211,13 +221,16 @@ class Bench:
         consumer.close()
         return Run(seen, seen / elapsed, psutil.Process().memory_info().rss / 1e6)
 
-    def guarded(self, name: str, topic: str, events: int, batch_size: int) -> Run:
+    def guarded(
+        self, name: str, topic: str, events: int, batch_size: int, concurrency: int = 1
+    ) -> Run:
         """``handoff consume`` until it has applied every event; rate from its effects."""
         log_path = self._logs() / f"bench-consumer-{name}.log"
         with log_path.open("wb") as log:
             proc = subprocess.Popen(
                 [sys.executable, "-m", "handoff.stack", "consume", "benchmarks.consumer_app:app",
-                 "--topic", topic, "--batch-size", str(batch_size), "--idle-exit", "3"],
+                 "--topic", topic, "--batch-size", str(batch_size),
+                 "--concurrency", str(concurrency), "--idle-exit", "3"],
                 env=self._env(BENCH_CONSUMER=name,
                               HANDOFF_CONSUMER_CREDENTIAL=self.creds[name].token),
                 stdout=subprocess.DEVNULL,
@@ -289,8 +302,6 @@ class Bench:
         watcher = threading.Thread(target=lambda: peak.__setitem__(0, _watch(hop)), daemon=True)
         watcher.start()
         try:
-            time.sleep(8)  # the relay has its slots, the consumer has joined its group
-            sent = self._pace(rate, seconds)
             with psycopg.connect(self.settings.database_url, autocommit=True) as conn:
 
                 def applied() -> int:
@@ -301,15 +312,21 @@ class Bench:
                     ).fetchone()
                     return int(row[0]) if row else 0
 
+                # One handoff through the whole path first: the relay has its
+                # slots and the consumer its partitions (a group's first join
+                # on a fresh broker takes seconds), so the pace measures the
+                # steady state, not a start-up backlog.
+                self._warm_up(applied)
+                sent = self._pace(rate, seconds)
                 deadline = time.monotonic() + 120
-                while applied() < sent and time.monotonic() < deadline:
+                while applied() < sent + 1 and time.monotonic() < deadline:
                     time.sleep(0.5)
                 lat = [
                     float(r[0])
                     for r in conn.execute(
                         "SELECT extract(epoch FROM done_at - occurred_at) * 1000"
-                        "  FROM handoff_bench.effects"
-                        " WHERE tenant_id = %s AND consumer = 'bench-hop' ORDER BY 1",
+                        "  FROM handoff_bench.effects WHERE tenant_id = %s"
+                        "   AND consumer = 'bench-hop' AND event_id NOT LIKE 'warm-%%' ORDER BY 1",
                         (self.tenant,),
                     )
                 ]
@@ -322,6 +339,16 @@ class Bench:
         if len(lat) != sent:
             raise RuntimeError(f"the hop consumer applied {len(lat)} of {sent} handoffs")
         return sent / seconds, sent, percentile(lat, 50), percentile(lat, 99), peak[0]
+
+    def _warm_up(self, applied: Callable[[], int]) -> None:
+        with psycopg.connect(self._as("creator"), autocommit=True) as conn:
+            conn.execute(CREATE_MANY, {"prefix": "warm-", "owner": "bench-hop", "first": 1,
+                                       "last": 1})  # fmt: skip
+        deadline = time.monotonic() + 120
+        while applied() < 1:
+            if time.monotonic() > deadline:
+                raise RuntimeError("the hop consumer applied nothing in 120 s; see its log")
+            time.sleep(0.1)
 
     def _pace(self, rate: float, seconds: float) -> int:
         """Creates at a steady ``rate`` from two threads; returns how many were sent."""
@@ -387,6 +414,8 @@ def run(
         batched = bench.guarded("bench-batched", topic, events, batch_size)
         progress("  handoff consume, batch 1…")
         single = bench.guarded("bench-single", topic, events, 1)
+        progress(f"  handoff consume, batch 1, {LANES} lanes…")
+        lanes = bench.guarded("bench-lanes", topic, events, 1, LANES)
         progress("  pgbench, one-INSERT transaction, one client…")
         insert = bench.pgbench_insert(max(int(seconds), 1))
         progress("  pgbench, the guarded one-event unit, one client…")
@@ -397,7 +426,7 @@ def run(
         progress("  removing what the benchmark created…")
         bench.clean()
     return ConsumerResult(
-        bare, batched, single, batch_size, insert.tps, insert.p50_ms, insert.p99_ms,
+        bare, batched, single, lanes, LANES, batch_size, insert.tps, insert.p50_ms, insert.p99_ms,
         guarded.tps, guarded.p50_ms, guarded.p99_ms,
         hop_rate, hop_events, p50, p99, hop_rss,
     )  # fmt: skip

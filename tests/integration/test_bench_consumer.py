@@ -37,9 +37,9 @@ def test_the_consumer_benchmark_runs_every_part_and_cleans_up(
         result = consumer.run(settings, local_stack.layout.home, 300, 100, 100.0, 2.0, seen.append)
     finally:
         consumer.Bench.prepare = original  # type: ignore[method-assign]
-    assert result.batched.events == result.single.events == 300
-    for rate in (result.bare.per_s, result.batched.per_s, result.single.per_s, result.pgbench_tps,
-                 result.guarded_tps):  # fmt: skip
+    assert result.batched.events == result.single.events == result.lanes.events == 300
+    for rate in (result.bare.per_s, result.batched.per_s, result.single.per_s,
+                 result.lanes.per_s, result.pgbench_tps, result.guarded_tps):  # fmt: skip
         assert rate > 0 and math.isfinite(rate)
     assert result.hop_events > 0 and 0 < result.hop_p50_ms <= result.hop_p99_ms
     assert any("removing" in line for line in seen)
