@@ -27,7 +27,7 @@ from handoff.consumers.event import Event, Position
 from handoff.consumers.failures import Category, HeldBack, classify, describe
 from handoff.consumers.settings import ConsumerSettings
 from handoff.core.db import raise_if_lost
-from handoff.core.errors import DatabaseUnavailable, MalformedEvent
+from handoff.core.errors import DatabaseUnavailable, MalformedEvent, UnitRolledBack
 from handoff.core.guards_sql import BEGIN, CLAIM, DUE, HOLD, NOT_CLAIMED, TAKE
 from handoff.core.tx import HandoffTx, json_text, transact
 
@@ -212,7 +212,9 @@ class Processor:
                 try:
                     return transact(self.conn, lambda tx: self.claimed(tx, items[0]))
                 except Exception as exc:
-                    if not _unclaimed(exc):
+                    # UnitRolledBack: a handler swallowed an error, perhaps the
+                    # claim's; the long way tells which.
+                    if not (_unclaimed(exc) or isinstance(exc, UnitRolledBack)):
                         raise  # the handler failed an event it was to apply: an attempt
                     # Not to be applied now (a duplicate, a stale or parked
                     # event, a gap): the long way decides, verdict first.

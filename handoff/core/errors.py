@@ -127,6 +127,11 @@ class TransientConflict(HandoffError):
     """A serialization failure or deadlock reached the transaction; safe to retry as is."""
 
 
+class UnitRolledBack(HandoffError):
+    """COMMIT found the unit's transaction failed: a statement's error was caught and the
+    unit went on. PostgreSQL would answer that COMMIT with a rollback; nothing was kept."""
+
+
 class Unavailable(HandoffError):
     """The server or database could not be reached; nothing was sent, retry freely."""
 

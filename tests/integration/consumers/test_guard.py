@@ -12,7 +12,12 @@ from psycopg.conninfo import make_conninfo
 from psycopg.types.json import Jsonb
 
 from handoff.core import HandoffClient, handoff_tx
-from handoff.core.errors import ConfigurationError, InvalidRequest, TransientConflict
+from handoff.core.errors import (
+    ConfigurationError,
+    InvalidRequest,
+    TransientConflict,
+    UnitRolledBack,
+)
 from handoff.core.guards_sql import BEGIN
 from handoff.core.identity import Credential
 from handoff.core.settings import HandoffSettings
@@ -188,6 +193,11 @@ def test_a_unit_rolls_back_unless_committed_and_keeps_a_rejection_it_commits(
     with pytest.raises(InvalidRequest), handoff_tx(worker) as tx:
         tx.execute("SELECT 1 / 0")
     assert worker.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
+    with handoff_tx(worker) as tx:  # an error caught and ignored: no silent rollback
+        with pytest.raises(InvalidRequest):
+            tx.execute("SELECT 1 / 0")
+        with pytest.raises(UnitRolledBack):
+            tx.commit()
     with handoff_tx(worker) as tx:
         assert tx.execute("SELECT 41 + 1").fetchone() == (42,)
         tx.commit()
