@@ -99,15 +99,28 @@ def test_kill_9_mid_batch_then_restart_loses_nothing_and_doubles_nothing(
     creator, review = service("creator", can_create=True), service("review")
     _create(creator, 300)
     relays.run_once()
-    slow = consumers.start("review", review, "--batch-size", "50", TEST_CONSUMER_SLEEP_S="0.01")
-    wait_effects(admin, tenant, 60)
-    slow.send_signal(signal.SIGKILL)  # mid-batch: a unit is open, offsets lag behind
+    _killed_midway_then_restarted(consumers, review, admin, tenant, 300, "--batch-size", "50")
+
+
+def _killed_midway_then_restarted(
+    consumers: Consumers,
+    review: Credential,
+    admin: psycopg.Connection[Any],
+    tenant: str,
+    total: int,
+    *args: str,
+) -> subprocess.Popen[bytes]:
+    """A slow consumer killed (-9) after a fifth of ``total``, and its restart: all once."""
+    slow = consumers.start("review", review, *args, TEST_CONSUMER_SLEEP_S="0.01")
+    wait_effects(admin, tenant, total // 5)
+    slow.send_signal(signal.SIGKILL)  # mid-unit: a unit is open, offsets lag behind
     slow.wait(10)
     done = len(effects(admin, tenant))
-    assert 0 < done < 300, done
-    consumers.start("review", review, "--batch-size", "50")
-    wait_effects(admin, tenant, 300)
-    _exactly_once(admin, tenant, 300)
+    assert 0 < done < total, done
+    again = consumers.start("review", review, *args)
+    wait_effects(admin, tenant, total)
+    _exactly_once(admin, tenant, total)
+    return again
 
 
 def test_kill_9_between_the_database_commit_and_the_offset_commit_is_absorbed_by_the_guard(
@@ -153,15 +166,10 @@ def test_lanes_keep_each_documents_order_and_survive_kill_9(
                             document_id=f"doc-{i}", next_owner="review", status="routed",
                             expected_version=version)  # fmt: skip
     relays.run_once()
-    lanes = ("--batch-size", "1", "--concurrency", "3")
-    slow = consumers.start("review", review, *lanes, TEST_CONSUMER_SLEEP_S="0.01")
-    wait_effects(admin, tenant, 30)
-    slow.send_signal(signal.SIGKILL)  # lanes mid-unit, the poll's offsets not stored
-    slow.wait(10)
-    assert 0 < len(effects(admin, tenant)) < 120
-    again = consumers.start("review", review, *lanes)
-    wait_effects(admin, tenant, 120)
-    _exactly_once(admin, tenant, 120)
+    # Killed with lanes mid-unit and the poll's offsets not stored.
+    again = _killed_midway_then_restarted(
+        consumers, review, admin, tenant, 120, "--batch-size", "1", "--concurrency", "3"
+    )
     versions: dict[str, list[int]] = {}
     for _, document, _, version, _ in effects(admin, tenant):  # in commit order
         versions.setdefault(document, []).append(version)
