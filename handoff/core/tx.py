@@ -50,7 +50,8 @@ from psycopg.types.json import Jsonb
 from handoff.core import effects
 from handoff.core.calls import Calls
 from handoff.core.db import translated
-from handoff.core.emitter import Request, emit_in
+from handoff.core.emit_sql import EMIT_DIRECT
+from handoff.core.emitter import Request, emit_in, outcome, params
 from handoff.core.errors import ConfigurationError, TransientConflict, UnitRolledBack
 from handoff.core.models import (
     Receipt,
@@ -190,11 +191,15 @@ class HandoffTx(Calls[Receipt | Rejection]):
 
     def _send(self, request: Request, document_id: str | None = None) -> Receipt | Rejection:
         self._active()
-        self._begin()
         # No flush first: the emit function reads only Handoff's own tables,
         # which a service's writes cannot touch, so deferred writes may go
         # after it; they still go before the commit.
-        result = emit_in(self.conn, request, document_id)
+        if self._begun:
+            result = emit_in(self.conn, request, document_id)
+        else:  # BEGIN, the deferred writes (a consumer's claim) and the emit: one message
+            found = self.execute(EMIT_DIRECT, params(request, document_id)).fetchone()
+            assert found is not None
+            result = outcome(found[0])
         if isinstance(result, Receipt):
             self.receipts.append(result)
         else:
