@@ -1,4 +1,5 @@
-"""Consumers: claim one event in the message that carries its handler's writes.
+"""Consumers: claim one event in the message that carries its handler's writes;
+every SECURITY DEFINER function pins its search_path.
 
 Revision ID: 0011_claim
 Revises: 0010_imports
@@ -23,3 +24,5 @@ def upgrade() -> None:
 
 def downgrade() -> None:
     op.execute("DROP FUNCTION handoff.consumer_claim(jsonb, text[], text)")
+    for function in ("reader_session(text, bytea)", "reader_services()", "relay_backlog(integer)"):
+        op.execute(f"ALTER FUNCTION handoff.{function} RESET search_path")

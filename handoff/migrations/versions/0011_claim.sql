@@ -26,3 +26,11 @@ END
 $$;
 REVOKE ALL ON FUNCTION handoff.consumer_claim FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION handoff.consumer_claim TO handoff_service;
+
+-- The SECURITY DEFINER functions that still took their caller's search_path
+-- (their tables are qualified, but a caller's temporary objects come first
+-- in an unpinned path): pinned as every other one is. A contract test now
+-- checks every such function.
+ALTER FUNCTION handoff.reader_session(text, bytea) SET search_path = handoff, pg_temp;
+ALTER FUNCTION handoff.reader_services() SET search_path = handoff, pg_temp;
+ALTER FUNCTION handoff.relay_backlog(integer) SET search_path = handoff, pg_temp;

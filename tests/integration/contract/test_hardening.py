@@ -311,3 +311,22 @@ def test_docs_load_without_a_network(api_url: str) -> None:
         assert httpx.get(f"{api_url}/static-offline-docs/{asset}").status_code == 200
     redoc = httpx.get(api_url + "/redoc")
     assert redoc.status_code == 200 and "https://" not in redoc.text
+
+
+def test_every_privileged_function_pins_its_search_path_and_is_closed_to_public(
+    admin: psycopg.Connection[Any],
+) -> None:
+    """SECURITY DEFINER runs as the schema's owner: a function that took the caller's
+    search_path could be made to call the caller's objects, and PUBLIC must not run any."""
+    rows = admin.execute(
+        "SELECT p.proname::text, coalesce(array_to_string(p.proconfig, ','), ''),"
+        "       has_function_privilege('public', p.oid, 'EXECUTE')"
+        "  FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace"
+        " WHERE n.nspname = 'handoff' AND p.prosecdef"
+    ).fetchall()
+    assert len(rows) >= 10  # emit_direct, the consumer and effect functions, ...
+    assert "consumer_claim" in {name for name, _, _ in rows}
+    unpinned = [name for name, config, _ in rows if "search_path=" not in config]
+    assert not unpinned, f"SECURITY DEFINER without SET search_path: {unpinned}"
+    open_to_public = [name for name, _, public in rows if public]
+    assert not open_to_public, f"PUBLIC may execute: {open_to_public}"
