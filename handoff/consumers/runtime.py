@@ -300,18 +300,13 @@ class Runtime:
         if marked and marked[0] > self.config.max_deliveries:
             if not self._guarded(partial(self._one_at_a_time, every)):
                 return False
-            self._commit(consumer, msgs)
-            self._processed += len(msgs)
+            self._done(consumer, msgs, units=False)
             return True
         if self._pool is not None:
             if not self._guarded(partial(self._run_lanes, every)):
                 return False
-            if self.stopping.is_set():
-                return True  # a lane may have stopped short: all redelivered, absorbed
-            if self.config.fault_kill_after_commit and every:
-                os.kill(os.getpid(), signal.SIGKILL)
-            self._commit(consumer, msgs)
-            self._processed += len(msgs)
+            if not self.stopping.is_set():  # else a lane may have stopped short: redelivered
+                self._done(consumer, msgs, units=bool(every))
             return True
         for chunk, items in work:
             if self.stopping.is_set():
@@ -319,11 +314,15 @@ class Runtime:
             # self.processor is looked up on each try: a reconnect replaces it.
             if items and not self._guarded(partial(self._run_batch, items)):
                 return False
-            if self.config.fault_kill_after_commit and items:
-                os.kill(os.getpid(), signal.SIGKILL)
-            self._commit(consumer, chunk)
-            self._processed += len(chunk)
+            self._done(consumer, chunk, units=bool(items))
         return True
+
+    def _done(self, consumer: KafkaConsumer, msgs: list[Message], *, units: bool) -> None:
+        """``msgs`` are through (their ``units`` committed): their offsets stored."""
+        if self.config.fault_kill_after_commit and units:
+            os.kill(os.getpid(), signal.SIGKILL)  # the test fault: before the offsets
+        self._commit(consumer, msgs)
+        self._processed += len(msgs)
 
     def _poll(self, consumer: KafkaConsumer) -> list[Message]:
         """What is buffered, up to the prefetch; else wait for the first message, then top up.

@@ -27,8 +27,13 @@ from handoff.consumers.event import Event, Position
 from handoff.consumers.failures import Category, HeldBack, classify, describe
 from handoff.consumers.settings import ConsumerSettings
 from handoff.core.db import raise_if_lost
-from handoff.core.errors import DatabaseUnavailable, MalformedEvent, UnitRolledBack
-from handoff.core.guards_sql import BEGIN, CLAIM, DUE, HOLD, NOT_CLAIMED, TAKE
+from handoff.core.errors import (
+    DatabaseUnavailable,
+    EventNotClaimed,
+    MalformedEvent,
+    UnitRolledBack,
+)
+from handoff.core.guards_sql import BEGIN, CLAIM, DUE, HOLD, TAKE
 from handoff.core.tx import HandoffTx, json_text, transact
 
 log = logging.getLogger("handoff.consumers")
@@ -129,7 +134,8 @@ class Processor:
             taken = tx.execute(TAKE, {"kind": set_aside, "id": items[0].entry}).fetchone()
             if not (taken and taken[0]):
                 return ["gone"]  # another process of this consumer took it first
-        verdicts = tx.execute(BEGIN, {**self._guarded(items), "reconcile": reconcile}).fetchall()
+        params = {**self._guard_params(items), "reconcile": reconcile}
+        verdicts = tx.execute(BEGIN, params).fetchall()
         for item, (verdict, detail) in zip(items, verdicts, strict=True):
             assert item.event is not None
             if verdict == "apply":
@@ -151,7 +157,7 @@ class Processor:
                 )
         return [verdict for verdict, _ in verdicts]
 
-    def _guarded(self, items: list[Item]) -> dict[str, Any]:
+    def _guard_params(self, items: list[Item]) -> dict[str, Any]:
         events = [item.event.identity() for item in items if item.event is not None]
         return {"events": Jsonb(events, json_text), "types": self._types, "owner": self.app.owner}
 
@@ -165,19 +171,20 @@ class Processor:
         (core/tx.py), so a handler needs no new care.
         """
         assert item.event is not None
-        tx.write(CLAIM, self._guarded([item]))
+        tx.write(CLAIM, self._guard_params([item]))
         try:
             self._apply(tx, item.event, None)
         except Exception as exc:
+            # Whether the handler failed an event it was to apply (a real
+            # attempt) or one the guard would have kept from it: the claim,
+            # if still unsent, tells.
             if not _unclaimed(exc):
-                # Whether the handler failed an event it was to apply (a real
-                # attempt) or one the guard would have kept from it: the
-                # claim, if still unsent, tells.
                 try:
                     tx.flush()
-                except Exception as refused:
-                    if _unclaimed(refused):
-                        raise refused from exc
+                except EventNotClaimed:
+                    raise
+                except Exception as other:  # the claim had gone earlier: a real attempt
+                    log.debug("%s: after the handler's failure: %s", self.app.name, other)
             raise
         return ["apply"]
 
@@ -208,17 +215,9 @@ class Processor:
     def _transact(self, items: list[Item], reconcile: bool = False) -> list[str]:
         started = time.perf_counter()
         try:
-            if self.speculate and len(items) == 1 and items[0].kind is None and not reconcile:
-                try:
-                    return transact(self.conn, lambda tx: self.claimed(tx, items[0]))
-                except Exception as exc:
-                    # UnitRolledBack: a handler swallowed an error, perhaps the
-                    # claim's; the long way tells which.
-                    if not (_unclaimed(exc) or isinstance(exc, UnitRolledBack)):
-                        raise  # the handler failed an event it was to apply: an attempt
-                    # Not to be applied now (a duplicate, a stale or parked
-                    # event, a gap): the long way decides, verdict first.
-                    metrics.UNCLAIMED.labels(self.app.name).inc()
+            claimable = self.speculate and len(items) == 1 and items[0].kind is None
+            if claimable and not reconcile and (done := self._claimed_unit(items[0])):
+                return done
             # On the consumer's autocommit connection BEGIN goes with the
             # guard's statement and the handlers' writes go with COMMIT
             # (core/tx.py): two round trips a unit, plus one per statement
@@ -229,6 +228,19 @@ class Processor:
             raise
         finally:
             metrics.UNIT_SECONDS.labels(self.app.name).observe(time.perf_counter() - started)
+
+    def _claimed_unit(self, item: Item) -> list[str] | None:
+        """The one-round-trip unit; None when the claim refused and the long way decides."""
+        try:
+            return transact(self.conn, lambda tx: self.claimed(tx, item))
+        except Exception as exc:
+            # UnitRolledBack: a handler swallowed an error, perhaps the claim's;
+            # the long way tells which.
+            if not (_unclaimed(exc) or isinstance(exc, UnitRolledBack)):
+                raise  # the handler failed an event it was to apply: an attempt
+        # Not to be applied now (a duplicate, a stale or parked event, a gap).
+        metrics.UNCLAIMED.labels(self.app.name).inc()
+        return None
 
     def _raise_if_lost(self, exc: BaseException) -> None:
         raise_if_lost(self.conn, exc)  # the runtime reconnects and takes the batch again
@@ -323,12 +335,12 @@ class Processor:
             metrics.EVENTS.labels(self.app.name, outcome).inc()
 
 
-def _unclaimed(exc: BaseException) -> bool:
+def _unclaimed(exc: BaseException | None) -> bool:
     """The claim refused the event, whatever the handler made of that error."""
     while exc is not None:
-        if getattr(exc, "sqlstate", None) == NOT_CLAIMED:
+        if isinstance(exc, EventNotClaimed):
             return True
-        exc = exc.__cause__ or exc.__context__  # type: ignore[assignment]
+        exc = exc.__cause__ or exc.__context__
     return False
 
 

@@ -17,6 +17,7 @@ from psycopg import errors as pg
 
 from handoff.core.errors import (
     DatabaseUnavailable,
+    EventNotClaimed,
     InvalidRequest,
     NotPermitted,
     OutcomeUnknown,
@@ -34,6 +35,8 @@ RETRYABLE = (pg.SerializationFailure, pg.DeadlockDetected, pg.LockNotAvailable)
 # 22H00 the naming rule or the instant range (0003), 22023 a missing field (0001),
 # 22H01 an effect's request changed, 22H02 a workflow run's input changed (0005).
 OWN_MESSAGES = frozenset({"22H00", "22023", "22H01", "22H02"})
+# consumer_claim's refusal (0011).
+NOT_CLAIMED = "P0H00"
 
 
 def _primary(exc: psycopg.Error) -> str:
@@ -78,3 +81,7 @@ def translated(*, sent: bool = True) -> Iterator[None]:
                 "retry it unchanged, with the same event id"
             ) from exc
         raise DatabaseUnavailable(f"the database is unreachable: {_primary(exc)}") from exc
+    except psycopg.Error as exc:
+        if exc.sqlstate == NOT_CLAIMED:
+            raise EventNotClaimed(_primary(exc)) from exc
+        raise

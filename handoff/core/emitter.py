@@ -7,7 +7,8 @@ commit or roll back together (DESIGN.md "Consumers").
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from typing import Any, LiteralString
 
 import psycopg
 from psycopg.types.json import Jsonb
@@ -82,14 +83,23 @@ def answer(result: dict[str, Any]) -> Receipt:
     return found
 
 
+def emit_with(
+    run: Callable[[LiteralString, dict[str, Any]], psycopg.Cursor[Any]],
+    request: Request,
+    document_id: str | None = None,
+) -> Receipt | Rejection:
+    """Emit through ``run`` (a connection's or a unit's statement runner), in its transaction."""
+    row = run(EMIT_DIRECT, params(request, document_id)).fetchone()
+    assert row is not None
+    return outcome(row[0])
+
+
 def emit_in(
     conn: psycopg.Connection[Any], request: Request, document_id: str | None = None
 ) -> Receipt | Rejection:
     """Emit as the service this connection logged in as, in the connection's transaction."""
     with translated():
-        row = conn.execute(EMIT_DIRECT, params(request, document_id)).fetchone()
-    assert row is not None
-    return outcome(row[0])
+        return emit_with(conn.execute, request, document_id)
 
 
 def emit_direct(

@@ -127,6 +127,11 @@ class TransientConflict(HandoffError):
     """A serialization failure or deadlock reached the transaction; safe to retry as is."""
 
 
+class EventNotClaimed(HandoffError):
+    """A consumer's claim refused its event (SQLSTATE P0H00, migration 0011): not to be
+    applied now. The unit rolls back and the event is judged again, verdict first."""
+
+
 class UnitRolledBack(HandoffError):
     """COMMIT found the unit's transaction failed: a statement's error was caught and the
     unit went on. PostgreSQL would answer that COMMIT with a rollback; nothing was kept."""

@@ -14,10 +14,9 @@ SELECT verdict, detail
   FROM handoff.consumer_begin(%(events)s, %(types)s, %(owner)s, %(reconcile)s)
 """
 
-# The same for one event, raising SQLSTATE P0H00 unless it is to be applied
-# now: sent with the handler's writes and the COMMIT (migration 0011).
+# The same for one event, raising SQLSTATE P0H00 (EventNotClaimed) unless it is
+# to be applied now: sent with the handler's writes and the COMMIT (migration 0011).
 CLAIM = "SELECT handoff.consumer_claim(%(events)s, %(types)s, %(owner)s)"
-NOT_CLAIMED = "P0H00"
 
 HOLD = """
 SELECT handoff.consumer_hold(%(reason)s, %(event)s, %(key)s, %(value)s, %(headers)s,

@@ -50,8 +50,7 @@ from psycopg.types.json import Jsonb
 from handoff.core import effects
 from handoff.core.calls import Calls
 from handoff.core.db import translated
-from handoff.core.emit_sql import EMIT_DIRECT
-from handoff.core.emitter import Request, emit_in, outcome, params
+from handoff.core.emitter import Request, emit_with
 from handoff.core.errors import ConfigurationError, TransientConflict, UnitRolledBack
 from handoff.core.models import (
     Receipt,
@@ -102,9 +101,15 @@ class HandoffTx(Calls[Receipt | Rejection]):
     def execute(self, query: LiteralString, params: Any = None) -> psycopg.Cursor[Any]:
         """Run a statement of the caller's own (a local effect) in this unit, now."""
         self._active()
+        if self._begun:
+            self._flush()
+        return self._now(query, params)
+
+    def _now(self, query: LiteralString, params: Any) -> psycopg.Cursor[Any]:
+        """``query`` now, the deferred writes left for later; before BEGIN, one message
+        with BEGIN and them."""
         if not self._begun:
             return self._simple(["BEGIN", *self._mogrified(), (query, params)])
-        self._flush()
         with translated():
             return self.conn.execute(query, params)
 
@@ -194,12 +199,9 @@ class HandoffTx(Calls[Receipt | Rejection]):
         # No flush first: the emit function reads only Handoff's own tables,
         # which a service's writes cannot touch, so deferred writes may go
         # after it; they still go before the commit.
-        if self._begun:
-            result = emit_in(self.conn, request, document_id)
-        else:  # BEGIN, the deferred writes (a consumer's claim) and the emit: one message
-            found = self.execute(EMIT_DIRECT, params(request, document_id)).fetchone()
-            assert found is not None
-            result = outcome(found[0])
+        # Before BEGIN: BEGIN, the deferred writes (a consumer's claim) and the
+        # emit go in one message.
+        result = emit_with(self._now, request, document_id)
         if isinstance(result, Receipt):
             self.receipts.append(result)
         else:

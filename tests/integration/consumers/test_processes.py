@@ -102,6 +102,15 @@ def test_kill_9_mid_batch_then_restart_loses_nothing_and_doubles_nothing(
     _killed_midway_then_restarted(consumers, review, admin, tenant, 300, "--batch-size", "50")
 
 
+def _suppresses_duplicates(consumers: Consumers, proc: subprocess.Popen[bytes]) -> bool:
+    """Within 30 s the process's metrics count a redelivered event suppressed by the guard."""
+    return wait_until(
+        lambda: consumers.metric(proc, "handoff_consumer_events_total", outcome="duplicate") > 0,
+        30,
+        0.3,
+    )
+
+
 def _killed_midway_then_restarted(
     consumers: Consumers,
     review: Credential,
@@ -142,11 +151,7 @@ def test_kill_9_between_the_database_commit_and_the_offset_commit_is_absorbed_by
     again = consumers.start("review", review, "--batch-size", "40")
     wait_effects(admin, tenant, 120)
     _exactly_once(admin, tenant, 120)
-    assert wait_until(
-        lambda: consumers.metric(again, "handoff_consumer_events_total", outcome="duplicate") > 0,
-        30,
-        0.3,
-    ), "the redelivered batch should have been suppressed as duplicates"
+    assert _suppresses_duplicates(consumers, again), "the redelivered batch should be suppressed"
 
 
 def test_lanes_keep_each_documents_order_and_survive_kill_9(
@@ -178,11 +183,7 @@ def test_lanes_keep_each_documents_order_and_survive_kill_9(
         "SELECT count(DISTINCT pid) FROM consumer_test.effects WHERE tenant_id = %s", (tenant,)
     ).fetchone()
     assert pids is not None and pids[0] >= 3, "each lane commits on a connection of its own"
-    assert wait_until(
-        lambda: consumers.metric(again, "handoff_consumer_events_total", outcome="duplicate") > 0,
-        30,
-        0.3,
-    ), "what the killed process had committed comes again and is suppressed"
+    assert _suppresses_duplicates(consumers, again), "what the killed one committed comes again"
 
 
 def _cli(*args: str, home: str) -> subprocess.CompletedProcess[str]:
