@@ -7,6 +7,7 @@ counts or rejections, and the database never needs wiping.
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 import time
@@ -124,6 +125,18 @@ def connect(request: pytest.FixtureRequest, migrated: HandoffSettings) -> Iterat
     yield factory
     for client in made:
         client.close()
+
+
+@contextmanager
+def signed_in(url: str, credential: Credential, **options: Any) -> Iterator[httpx.Client]:
+    """A client signed in to the web UI as ``credential``, the way a browser does it:
+    the sign-in page first (its form carries the sign-in's CSRF token), then the form."""
+    with httpx.Client(base_url=url, timeout=options.pop("timeout", 15), **options) as client:
+        page = client.get("/signin")
+        fields = dict(re.findall(r'name="([a-z_]+)" value="([^"]*)"', page.text))
+        answer = client.post("/signin", data={**fields, "credential": credential.token})
+        assert answer.status_code == 303, f"sign-in: {answer.status_code} {answer.text[:300]}"
+        yield client
 
 
 def post(

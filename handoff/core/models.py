@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Annotated, Any, NoReturn, TypeVar
@@ -47,12 +48,35 @@ def _checked(problem: Callable[[str], str | None]) -> Callable[[str], str]:
     return check
 
 
-def _instant(value: Any) -> Any:
-    # Strict JSON types: an instant is an RFC 3339 string (or a datetime from
-    # Python callers), never a number read as seconds since the epoch.
-    if value is not None and not isinstance(value, str | datetime):
-        raise ValueError("must be an RFC 3339 date-time string, e.g. 2026-12-01T09:00:00Z")
-    return value
+# RFC 3339's date-time (section 5.6), offset required: "2026-12-01T09:00:00Z",
+# "2026-12-01T10:00:00.5+01:00". Checked before any parsing, because pydantic's
+# lax datetime would read "-1", "0.5" or "1000000000000" as Unix time.
+RFC3339 = (
+    r"^[0-9]{4}-[0-9]{2}-[0-9]{2}[Tt ][0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]{1,9})?"
+    r"([Zz]|[+-][0-9]{2}:[0-9]{2})$"
+)
+_RFC3339 = re.compile(RFC3339)
+INSTANT_HINT = "must be an RFC 3339 date-time with an offset, e.g. 2026-12-01T09:00:00Z"
+
+
+def parse_instant(value: Any) -> Any:
+    """A datetime from an RFC 3339 string (or a datetime from Python callers), else ValueError.
+
+    Strict JSON types: never a number, never a string read as seconds since the epoch.
+    """
+    if value is None or isinstance(value, datetime):
+        return value
+    if not isinstance(value, str) or _RFC3339.match(value) is None:
+        raise ValueError(INSTANT_HINT)
+    text = value.upper().replace(" ", "T").replace("Z", "+00:00")
+    head, dot, rest = text.partition(".")
+    if dot:  # Python reads at most microseconds: keep six digits, drop the rest
+        digits = rest[: len(rest) - 6]
+        text = f"{head}.{digits[:6]}{rest[len(digits) :]}"
+    try:
+        return datetime.fromisoformat(text)
+    except ValueError as exc:  # e.g. month 13, second 61
+        raise ValueError(f"{INSTANT_HINT} ({exc})") from None
 
 
 def _aware(value: datetime | None) -> datetime | None:
@@ -69,8 +93,10 @@ def _aware(value: datetime | None) -> datetime | None:
     return value
 
 
-def _json_problem(value: Any, depth: int = 0) -> str | None:
-    """Why a ``data`` value could not be stored and read back everywhere, or None."""
+def data_problem(value: Any, depth: int = 0) -> str | None:
+    """Why a ``data`` value (or a filter on it) could not be stored and read back
+    everywhere, or None. Depth first: JSON nested deeper than this cannot be
+    serialised again by every reader (``json.dumps`` recurses)."""
     if depth > MAX_DATA_DEPTH:
         return f"must not nest deeper than {MAX_DATA_DEPTH} levels"
     if isinstance(value, float) and not math.isfinite(value):
@@ -84,12 +110,12 @@ def _json_problem(value: Any, depth: int = 0) -> str | None:
             return "strings must be valid Unicode (no unpaired surrogates)"
     elif isinstance(value, dict):
         for key, item in value.items():
-            found = _json_problem(key, depth) or _json_problem(item, depth + 1)
+            found = data_problem(key, depth) or data_problem(item, depth + 1)
             if found is not None:
                 return found
     elif isinstance(value, list):
         for item in value:
-            found = _json_problem(item, depth + 1)
+            found = data_problem(item, depth + 1)
             if found is not None:
                 return found
     return None
@@ -98,7 +124,7 @@ def _json_problem(value: Any, depth: int = 0) -> str | None:
 def _small_object(value: dict[str, Any] | None) -> dict[str, Any] | None:
     if value is None:
         return value
-    problem = _json_problem(value)
+    problem = data_problem(value)
     if problem is not None:
         raise ValueError(problem)
     if len(json.dumps(value, separators=(",", ":"))) > MAX_DATA_BYTES:
@@ -110,7 +136,9 @@ ServiceName = Annotated[str, Strict(), AfterValidator(_checked(service_name_prob
 Identifier = Annotated[str, Strict(), AfterValidator(_checked(id_problem))]
 Status = Annotated[str, Strict(), AfterValidator(_checked(label_problem))]
 EventType = Identifier
-Deadline = Annotated[datetime | None, BeforeValidator(_instant), AfterValidator(_aware)]
+Deadline = Annotated[datetime | None, BeforeValidator(parse_instant), AfterValidator(_aware)]
+# A time in a query (since, until, assignedSince, assignedUntil): the same strict form.
+Instant = Annotated[datetime, BeforeValidator(parse_instant), AfterValidator(_aware)]
 Data = Annotated[dict[str, Any] | None, AfterValidator(_small_object)]
 # Versions and runs are PostgreSQL integers; strict: "1" and true are not 1.
 Version = Annotated[int, Strict(), Field(ge=1, le=2**31 - 1)]

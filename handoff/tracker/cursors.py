@@ -1,7 +1,11 @@
 """Opaque keyset cursors: the sort key of the last row of a page.
 
-A cursor is base64url of a small JSON array; clients pass it back as
-``after`` unchanged. Anything else is answered with InvalidRequest.
+A cursor is base64url (no padding) of a small JSON array; clients pass it
+back as ``after`` unchanged. Decoding is strict, because a cursor's parts
+become statement parameters: each part must have exactly the JSON type
+its listing gave out (``true`` is not a number, ``1.0`` is not an integer),
+ids within the naming rule's length, numbers and times within the range the
+database and Python can hold. Anything else is InvalidRequest (422).
 """
 
 from __future__ import annotations
@@ -14,23 +18,58 @@ import orjson
 
 from handoff.core.errors import InvalidRequest
 from handoff.core.micros import from_micros, to_micros
+from handoff.core.names import ID_MAX
 
 # Before every real timestamp: the key of "no cursor yet".
 START_AT = datetime(1, 1, 1, tzinfo=UTC)
 END_AT = datetime(9999, 12, 31, tzinfo=UTC)
+_MICROS = (to_micros(START_AT), to_micros(END_AT))
+NUMBER_MAX = 2**62  # ids and versions stay below it (bigint), and so do cursors
+RUN_MAX = 2**31 - 1
+MAX_LENGTH = 400  # characters of an ``after`` parameter (documented in the API)
+FORMAT = (
+    "an opaque string of at most 400 characters: pass the `next` of the previous page "
+    "unchanged (base64url of a small JSON array)"
+)
 
 
 def _encode(parts: list[object]) -> str:
     return base64.urlsafe_b64encode(orjson.dumps(parts)).rstrip(b"=").decode()
 
 
-def _decode(text: str) -> list[object]:
+def _not_ours(text: str) -> InvalidRequest:
+    return InvalidRequest(f"after: {text[:40]!r} is not a cursor this listing gave out")
+
+
+def _decode(text: str, shape: tuple[type, ...]) -> list[object]:
+    """The parts of a cursor of ``shape`` (exact JSON types), or InvalidRequest."""
+    if len(text) > MAX_LENGTH:
+        raise _not_ours(text)
     try:
         value = orjson.loads(base64.urlsafe_b64decode(text + "=" * (-len(text) % 4)))
     except (binascii.Error, ValueError) as exc:
-        raise InvalidRequest(f"after: {text[:40]!r} is not a cursor this API gave out") from exc
-    if not isinstance(value, list):
-        raise InvalidRequest(f"after: {text[:40]!r} is not a cursor this API gave out")
+        raise _not_ours(text) from exc
+    # type() and not isinstance(): bool is a subclass of int in Python.
+    if (
+        not isinstance(value, list)
+        or len(value) != len(shape)
+        or any(type(part) is not kind for part, kind in zip(value, shape, strict=True))
+    ):
+        raise _not_ours(text)
+    return value
+
+
+def _within(text: str, value: object, low: int, high: int) -> int:
+    assert isinstance(value, int)
+    if not low <= value <= high:
+        raise _not_ours(text)
+    return value
+
+
+def _document(text: str, value: object) -> str:
+    assert isinstance(value, str)
+    if len(value) > ID_MAX:
+        raise _not_ours(text)
     return value
 
 
@@ -42,14 +81,9 @@ def time_key(at: datetime, document_id: str) -> str:
 def parse_time_key(text: str | None) -> tuple[datetime, str]:
     if text is None:
         return START_AT, ""
-    parts = _decode(text)
-    if len(parts) != 2 or not isinstance(parts[0], int) or not isinstance(parts[1], str):
-        raise InvalidRequest(f"after: {text[:40]!r} is not a cursor of this listing")
-    try:
-        at = from_micros(parts[0])
-    except OverflowError as exc:
-        raise InvalidRequest(f"after: {text[:40]!r} is out of range") from exc
-    return at, parts[1]
+    micros, document_id = _decode(text, (int, str))
+    at = from_micros(_within(text, micros, *_MICROS))
+    return at, _document(text, document_id)
 
 
 def number_key(value: int) -> str:
@@ -60,10 +94,8 @@ def number_key(value: int) -> str:
 def parse_number_key(text: str | None, start: int) -> int:
     if text is None:
         return start
-    parts = _decode(text)
-    if len(parts) != 1 or not isinstance(parts[0], int) or not 0 <= parts[0] < 2**62:
-        raise InvalidRequest(f"after: {text[:40]!r} is not a cursor of this listing")
-    return parts[0]
+    (number,) = _decode(text, (int,))
+    return _within(text, number, 0, NUMBER_MAX - 1)
 
 
 def parse_time_key_desc(text: str | None) -> tuple[datetime, str]:
@@ -79,7 +111,5 @@ def id_key(document_id: str, run_id: int) -> str:
 def parse_id_key(text: str | None) -> tuple[str, int]:
     if text is None:
         return "", 0
-    parts = _decode(text)
-    if len(parts) != 2 or not isinstance(parts[0], str) or not isinstance(parts[1], int):
-        raise InvalidRequest(f"after: {text[:40]!r} is not a cursor of this listing")
-    return parts[0], parts[1]
+    document_id, run_id = _decode(text, (str, int))
+    return _document(text, document_id), _within(text, run_id, 0, RUN_MAX)

@@ -117,7 +117,8 @@ def install(app: FastAPI) -> None:
     async def _http(request: Request, error: StarletteHTTPException) -> JSONResponse:
         codes = {404: "NotFound", 405: "MethodNotAllowed"}
         body = {"code": codes.get(error.status_code, "HttpError"), "message": str(error.detail)}
-        return _answer(request, body, error.status_code)
+        # The exception's headers are part of the answer: a 405's Allow, above all.
+        return _answer(request, body, error.status_code, dict(error.headers or {}))
 
     @app.exception_handler(Exception)
     async def _unexpected(request: Request, error: Exception) -> JSONResponse:

@@ -9,14 +9,13 @@ from __future__ import annotations
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from datetime import UTC, datetime
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Path, Query, Request
 from prometheus_client import Histogram
 
-from handoff.core.models import Identifier, ServiceName
-from handoff.tracker import operate
+from handoff.core.models import INSTANT_HINT, Identifier, Instant, ServiceName
+from handoff.tracker import cursors, operate
 from handoff.tracker import read_model as reads
 from handoff.tracker.auth import Reader
 from handoff.tracker.read_model import MAX_PAGE, ReadModel
@@ -63,8 +62,14 @@ NOT_FOUND: dict[int | str, dict[str, Any]] = {
 Limit = Annotated[int, Query(ge=1, le=MAX_PAGE, description=f"page size, 1-{MAX_PAGE}")]
 After = Annotated[
     str | None,
-    Query(max_length=400, description="the `next` cursor of the previous page"),
+    Query(
+        max_length=cursors.MAX_LENGTH,
+        pattern="^[A-Za-z0-9_-]+$",
+        description=f"the `next` cursor of the previous page: {cursors.FORMAT}",
+    ),
 ]
+Since = Annotated[Instant | None, Query(description=f"at or after; {INSTANT_HINT}")]
+Until = Annotated[Instant | None, Query(description=f"before; {INSTANT_HINT}")]
 RunId = Annotated[
     int | None, Query(alias="runId", ge=1, lt=2**31, description="a run; default the latest")
 ]
@@ -159,19 +164,14 @@ async def rejections(
         str | None, Query(description="Only this code, e.g. VersionMismatch", max_length=64)
     ] = None,
     sender: Annotated[ServiceName | None, Query(description="Only this sender")] = None,
-    since: Annotated[datetime | None, Query(description="Rejected at or after (ISO 8601)")] = None,
-    until: Annotated[datetime | None, Query(description="Rejected before (ISO 8601)")] = None,
+    since: Since = None,
+    until: Until = None,
     limit: Limit = 50,
     after: After = None,
 ) -> RejectionPage:
     async with _timed("rejections"):
-        only = reads.RejectionFilter(code, sender, _aware(since), _aware(until))
+        only = reads.RejectionFilter(code, sender, since, until)
         return await _model(request).one(caller, reads.rejections(document_id, limit, after, only))
-
-
-def _aware(at: datetime | None) -> datetime | None:
-    """A time without a zone is UTC (as the tracker shows times)."""
-    return at.replace(tzinfo=UTC) if at is not None and at.tzinfo is None else at
 
 
 @router.get(
@@ -248,8 +248,8 @@ async def find(
     state: Annotated[reads.State, Query(description="active, completed or any")] = "active",
     status: Annotated[str | None, Query(max_length=100)] = None,
     overdue: Annotated[bool, Query(description="Only work past its deadline")] = False,
-    assigned_since: Annotated[datetime | None, Query(alias="assignedSince")] = None,
-    assigned_until: Annotated[datetime | None, Query(alias="assignedUntil")] = None,
+    assigned_since: Annotated[Since, Query(alias="assignedSince")] = None,
+    assigned_until: Annotated[Until, Query(alias="assignedUntil")] = None,
     data: Annotated[
         str | None,
         Query(max_length=2000, description='JSON the data must contain, e.g. {"amount": 50}'),
@@ -266,8 +266,8 @@ async def find(
             state=state,
             status=status or None,
             overdue=overdue,
-            assigned_since=_aware(assigned_since),
-            assigned_until=_aware(assigned_until),
+            assigned_since=assigned_since,
+            assigned_until=assigned_until,
             contains=reads.parse_contains(data),
             sort=sort,
             descending=order == "desc",

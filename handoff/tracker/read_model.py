@@ -25,6 +25,7 @@ from psycopg_pool import AsyncConnectionPool
 from handoff.core.db import translated
 from handoff.core.errors import CONTRACT_ERRORS, DocumentNotFound, InvalidRequest, Unauthenticated
 from handoff.core.identity import Credential
+from handoff.core.models import data_problem
 from handoff.tracker import cursors, flow
 from handoff.tracker import read_sql as q
 from handoff.tracker.views import (
@@ -449,6 +450,9 @@ def parse_contains(text: str | None) -> dict[str, Any] | None:
         raise InvalidRequest(f'data filter is not JSON ({exc}); e.g. {{"amount": 50}}') from exc
     if not isinstance(value, dict):
         raise InvalidRequest('data filter must be a JSON object, e.g. {"amount": 50}')
+    problem = data_problem(value)
+    if problem is not None:
+        raise InvalidRequest(f"data filter: {problem}")
     return value
 
 

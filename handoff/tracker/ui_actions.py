@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import re
 import urllib.parse
 import uuid
 
@@ -46,6 +47,18 @@ def _field(form: dict[str, list[str]], name: str) -> str:
     return (form.get(name) or [""])[0].strip()
 
 
+_NUMBER = re.compile(r"[0-9]{1,10}")  # ASCII digits only: str.isdigit() also takes "²"
+
+
+def _number(text: str, what: str) -> int | None:
+    """A version or run from the form: None when empty; InvalidRequest unless 1 to 2^31-1."""
+    if not text:
+        return None
+    if _NUMBER.fullmatch(text) is None or not 1 <= int(text) <= 2**31 - 1:
+        raise InvalidRequest(f"{what} {text[:20]!r} is not a number from 1 to 2147483647")
+    return int(text)
+
+
 async def hand_off(request: Request, credential: Credential, document_id: str) -> Response:
     """Check the form, emit as the signed-in service, go back to the document."""
     form = urllib.parse.parse_qs((await request.body()).decode(errors="replace"))
@@ -55,20 +68,20 @@ async def hand_off(request: Request, credential: Credential, document_id: str) -
         form_token(credential, document_id, event_id), token
     ):
         raise NotPermitted("this form was not issued to you for this document; reload the page")
-    version = _field(form, "expected_version")
-    if not version.isdigit():
+    version = _number(_field(form, "expected_version"), "expected version")
+    if version is None:
         raise InvalidRequest("expected version missing from the form; reload the page")
     next_owner = _field(form, "next_owner") or None
-    run = _field(form, "run_id")
+    run = _number(_field(form, "run_id"), "run")
     try:
         body = HandoffRequest(
-            run_id=int(run) if run.isdigit() else None,
+            run_id=run,
             event_id=event_id,
             event_type=_field(form, "event_type"),
             document_id=document_id,
             next_owner=next_owner,
             status=_field(form, "status"),
-            expected_version=int(version),
+            expected_version=version,
         )
     except ValidationError as exc:
         problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())

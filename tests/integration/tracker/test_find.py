@@ -103,9 +103,10 @@ def test_status_overdue_range_and_data_filters(http: httpx.Client, docs: Credent
     ("params", "says"),
     [({"sort": "assigned"}, "pick an owner"), ({"data": "{nope"}, "not JSON"),
      ({"data": "[1]"}, "JSON object"), ({"state": "gone"}, ""), ({"order": "up"}, ""),
-     ({"after": "garbage!"}, "cursor"), ({"sort": "due", "owner": "review", "state": "completed"},
+     ({"after": "garbage!"}, "after"), ({"sort": "due", "owner": "review", "state": "completed"},
       "waiting work"),
-     ({"assignedSince": "2026-01-02T00:00:00", "assignedUntil": "2026-01-01T00:00:00"}, "before")],
+     ({"assignedSince": "2026-01-02T00:00:00Z", "assignedUntil": "2026-01-01T00:00:00Z"}, "before"),
+     ({"assignedSince": "2026-01-02T00:00:00"}, "RFC 3339")],
 )  # fmt: skip
 def test_bad_parameters_are_422(
     http: httpx.Client, docs: Credential, params: dict[str, Any], says: str
