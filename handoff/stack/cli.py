@@ -236,15 +236,16 @@ def serve(
     pool_size: Annotated[int, typer.Option(help="Database connections.")] = 16,
 ) -> None:
     """Serve the HTTP API (emits, queries, metrics) and the tracker's web UI at /."""
-    import uvicorn
-
+    from handoff.tracker import serving
     from handoff.tracker.app import create_app
+    from handoff.tracker.settings import TrackerSettings
 
+    tracker = TrackerSettings()
     console.print(
         f"Handoff tracker on http://{host}:{port}  (web UI: /, API docs: /docs); "
         "sign in with any service credential of the tenant to look at"
     )
-    uvicorn.run(create_app(pool_size=pool_size), host=host, port=port, log_level="warning")
+    serving.serve(create_app(pool_size=pool_size, tracker=tracker), host, port, tracker)
 
 
 @app.command("relay")
@@ -449,7 +450,9 @@ def demo(
             return
         import uvicorn
 
+        from handoff.tracker import serving
         from handoff.tracker.app import create_app
+        from handoff.tracker.settings import TrackerSettings
 
         url = f"http://{host}:{port}"
         console.print(f"\n[bold]Tracker[/bold]  {url}   (API docs: {url}/docs)")
@@ -473,8 +476,9 @@ def demo(
         # The server runs off the main thread, so uvicorn leaves the signals
         # to us: it would re-raise a Ctrl-C after its own shutdown and end
         # this process before the pipeline's processes are stopped.
+        tracker = TrackerSettings()
         server = uvicorn.Server(
-            uvicorn.Config(create_app(settings), host=host, port=port, log_level="warning")
+            serving.config(create_app(settings, tracker=tracker), host, port, tracker)
         )
         served = threading.Thread(target=server.run, name="tracker", daemon=True)
         stop = threading.Event()

@@ -21,6 +21,7 @@ from handoff.core.db import PING
 from handoff.core.errors import DatabaseUnavailable
 from handoff.core.settings import HandoffSettings, load_settings
 from handoff.tracker import emit_api, http_errors, query_api, read_sql, ui
+from handoff.tracker.limits import BodyLimits
 from handoff.tracker.read_model import ReadModel
 from handoff.tracker.request_ids import RequestIds
 from handoff.tracker.settings import TrackerSettings
@@ -104,7 +105,10 @@ def create_app(
         lifespan=lifespan,
     )
     http_errors.install(app)
-    app.add_middleware(RequestIds)
+    app.add_middleware(
+        BodyLimits, max_json_bytes=tracker.max_json_bytes, max_form_bytes=tracker.max_form_bytes
+    )
+    app.add_middleware(RequestIds)  # outermost: every answer has its request id
     app.include_router(emit_api.router)
     app.include_router(query_api.router)
     app.include_router(ui.router)

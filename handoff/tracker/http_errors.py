@@ -105,6 +105,10 @@ def install(app: FastAPI) -> None:
 
     @app.exception_handler(RequestValidationError)
     async def _invalid(request: Request, error: RequestValidationError) -> JSONResponse:
+        if any(err["type"] == "json_invalid" for err in error.errors()):
+            # Not JSON at all is a malformed request (400), not a failed validation.
+            malformed = {"code": "MalformedJson", "message": "the request body is not valid JSON"}
+            return _answer(request, malformed, 400)
         problems = [
             {"field": ".".join(str(p) for p in err["loc"] if p != "body"), "problem": err["msg"]}
             for err in error.errors()
@@ -115,7 +119,7 @@ def install(app: FastAPI) -> None:
 
     @app.exception_handler(StarletteHTTPException)
     async def _http(request: Request, error: StarletteHTTPException) -> JSONResponse:
-        codes = {404: "NotFound", 405: "MethodNotAllowed"}
+        codes = {404: "NotFound", 405: "MethodNotAllowed", 413: "ContentTooLarge"}
         body = {"code": codes.get(error.status_code, "HttpError"), "message": str(error.detail)}
         # The exception's headers are part of the answer: a 405's Allow, above all.
         return _answer(request, body, error.status_code, dict(error.headers or {}))

@@ -33,6 +33,52 @@ class TrackerSettings(BaseSettings):
         float, Field(ge=1, le=3600, description="How often the overview page refreshes itself.")
     ] = 5.0
     secure_cookie: Annotated[
-        bool,
-        Field(description="Mark the UI's sign-in cookie Secure (set when served over HTTPS)."),
-    ] = False
+        bool | None,
+        Field(
+            description="Mark the UI's session cookie Secure: true always, false never; unset "
+            "(the default): when the request came over HTTPS, directly or through a proxy "
+            "in forwarded_allow_ips that says so with X-Forwarded-Proto."
+        ),
+    ] = None
+    forwarded_allow_ips: Annotated[
+        str,
+        Field(
+            description="Proxies whose X-Forwarded-Proto and X-Forwarded-For are believed "
+            "(comma-separated addresses or networks, * for any)."
+        ),
+    ] = "127.0.0.1"
+    max_json_bytes: Annotated[
+        int,
+        Field(
+            ge=1024,
+            le=64 * 1024 * 1024,
+            description="Largest request body of the JSON API; more is answered 413 before "
+            "it is read (an emit's data is at most 64 KiB).",
+        ),
+    ] = 1024 * 1024
+    max_form_bytes: Annotated[
+        int,
+        Field(
+            ge=1024,
+            le=16 * 1024 * 1024,
+            description="Largest form the web UI accepts (sign-in, hand-on, operate); more "
+            "is answered 413 before it is read.",
+        ),
+    ] = 64 * 1024
+    max_header_bytes: Annotated[
+        int,
+        Field(
+            ge=1024,
+            le=1024 * 1024,
+            description="Largest request line and headers; more is answered 431.",
+        ),
+    ] = 16 * 1024
+    header_timeout_s: Annotated[
+        float,
+        Field(
+            gt=0,
+            le=300,
+            description="Time a client has to send a request's line and headers once it "
+            "began (or once it connected); then 408 and the connection is closed.",
+        ),
+    ] = 10.0

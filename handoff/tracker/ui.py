@@ -501,7 +501,7 @@ async def signin(request: Request) -> Response:
         credential.token,
         httponly=True,
         samesite="strict",
-        secure=_settings(request).secure_cookie,
+        secure=_secure(request),
         max_age=12 * 3600,
     )
     return response
@@ -512,6 +512,13 @@ async def signout() -> Response:
     response = RedirectResponse("/signin", status_code=303)
     response.delete_cookie(COOKIE)
     return response
+
+
+def _secure(request: Request) -> bool:
+    """Whether the session cookie is Secure: as set, else when the request came over
+    HTTPS (uvicorn takes the scheme from a trusted proxy's X-Forwarded-Proto)."""
+    setting = _settings(request).secure_cookie
+    return request.url.scheme == "https" if setting is None else setting
 
 
 def _local(target: str) -> str:
