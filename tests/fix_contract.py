@@ -101,7 +101,7 @@ def api_url(migrated: HandoffSettings, local_stack: LocalStack) -> Iterator[str]
     # The UI refreshes every second here, so the browser test waits little.
     with serving(
         local_stack, "test-api", ["serve", "--port", str(port)], port=port,
-        HANDOFF_TRACKER_REFRESH_S="1",
+        HANDOFF_TRACKER_REFRESH_S="1", HANDOFF_TRACKER_LAG_INTERVAL_S="1",
     ):  # fmt: skip
         yield f"http://127.0.0.1:{port}"
 

@@ -1,6 +1,6 @@
 """Consumer lag from Kafka: how many events each consumer group has not yet
 taken, summed over its partitions (end offset minus committed offset); for
-the tracker's operate page and ``handoff backlog``.
+the tracker's lag sampler and ``handoff backlog``.
 
 A consumer's group is ``handoff.<tenant>.<service>`` unless it was given
 another (HANDOFF_CONSUMER_GROUP); only the default names are looked up here.
@@ -17,13 +17,8 @@ from dataclasses import dataclass
 from confluent_kafka import ConsumerGroupTopicPartitions, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec  # type: ignore[attr-defined]
 
-
-@dataclass(frozen=True)
-class GroupLag:
-    consumer: str
-    group: str
-    lag: int | None  # None: the group has committed nothing (never ran, or is new)
-    partitions: int
+from handoff.core.errors import KafkaUnavailable
+from handoff.core.isolated import call_isolated
 
 
 def group_of(tenant: str, consumer: str) -> str:
@@ -94,25 +89,27 @@ def group_positions(
     }
 
 
-def consumer_lag(
-    bootstrap: str, tenant: str, consumers: Iterable[str], timeout_s: float = 3.0
-) -> list[GroupLag]:
-    """Lag of each consumer's group; KafkaException when the cluster does not answer."""
-    names = {group_of(tenant, consumer): consumer for consumer in consumers}
-    found = group_positions(bootstrap, names, timeout_s)
-    return [
-        GroupLag(names[group], group, sum(p.lag for p in parts) if parts else None, len(parts))
-        for group, parts in found.items()
-    ]
+def group_positions_isolated(
+    bootstrap: str, groups: Iterable[str], timeout_s: float = 3.0
+) -> dict[str, list[PartitionPosition]]:
+    """``group_positions`` in a child process: for a process that must not end with it.
+
+    librdkafka's offset lookup ends its process with SIGSEGV when a group's
+    coordinator is not ready (a fresh cluster, a coordinator moving); here that
+    is a KafkaUnavailable (core/isolated.py), and the commands that use it say so.
+    """
+    return call_isolated(
+        group_positions, bootstrap, list(groups), timeout_s,
+        timeout_s=timeout_s, failure=KafkaUnavailable, what="the consumer-group lookup",
+    )  # fmt: skip
 
 
 __all__ = [
-    "GroupLag",
     "KafkaException",
     "PartitionPosition",
-    "consumer_lag",
     "group_of",
     "group_positions",
+    "group_positions_isolated",
 ]
 
 

@@ -145,6 +145,10 @@ class DatabaseUnavailable(Unavailable):
     """The database could not be reached or refused the login."""
 
 
+class KafkaUnavailable(Unavailable):
+    """Kafka did not answer in time, or the lookup's process ended without an answer."""
+
+
 class EventEncodingError(HandoffError):
     """An outbox row that cannot be turned into an event of the current schema (it is parked)."""
 

@@ -64,7 +64,7 @@ def _snapshot(conn: psycopg.Connection[Any], bootstrap: str, groups: list[str]) 
         row = conn.execute(q.RELAY).fetchone()
     assert row is not None
     relay = {"pending": row[0], "oldest": row[1], "high": row[2]}
-    return _Snapshot(at, time.monotonic(), relay, lag.group_positions(bootstrap, groups))
+    return _Snapshot(at, time.monotonic(), relay, lag.group_positions_isolated(bootstrap, groups))
 
 
 def measure(

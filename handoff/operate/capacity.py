@@ -93,7 +93,7 @@ def experiment(
                 trouble = _count(conn, q.PROVIDER_TROUBLE_SINCE, params)
             finally:
                 _stop(procs)
-            left = sum(p.lag for p in lag.group_positions(settings.kafka_bootstrap,
+            left = sum(p.lag for p in lag.group_positions_isolated(settings.kafka_bootstrap,
                                                           [group])[group])  # fmt: skip
             rate = done / seconds
             gain = (

@@ -20,7 +20,7 @@ import handoff
 from handoff.core.db import PING
 from handoff.core.errors import DatabaseUnavailable
 from handoff.core.settings import HandoffSettings, load_settings
-from handoff.tracker import emit_api, http_errors, query_api, read_sql, ui
+from handoff.tracker import emit_api, http_errors, lag_sampler, lag_sql, query_api, read_sql, ui
 from handoff.tracker.limits import BodyLimits
 from handoff.tracker.read_model import ReadModel
 from handoff.tracker.request_ids import RequestIds
@@ -84,6 +84,16 @@ def create_app(
         app.state.tracker_settings = tracker
         app.state.settings = settings
         folding = asyncio.create_task(_maintain_forever(pool, tracker))
+
+        async def lag_failed(why: str) -> None:
+            async with pool.connection(timeout=5) as conn:
+                await conn.execute(lag_sql.FAILING, {"error": why})
+
+        sampling = (
+            asyncio.create_task(lag_sampler.supervise(settings, tracker, lag_failed))
+            if tracker.lag_interval_s > 0
+            else None
+        )
         # Everything made so far (the app, its routes, templates, models) lives
         # as long as the process: out of the collector's way, so a full
         # collection during a request scans only what requests made.
@@ -91,9 +101,11 @@ def create_app(
         try:
             yield
         finally:
-            folding.cancel()
-            with suppress(asyncio.CancelledError):
-                await folding
+            for task in (folding, sampling):
+                if task is not None:
+                    task.cancel()
+                    with suppress(asyncio.CancelledError):
+                        await task
             await pool.close()
 
     # FastAPIOffline serves the Swagger UI and ReDoc assets from its package,

@@ -1,7 +1,8 @@
 """The operate page: is anything stuck, and acting on it (DESIGN.md "Tracker").
 
 It shows the relay's backlog and its oldest unpublished change, each of the
-tenant's consumers' lag in Kafka, the quarantined events and the effects
+tenant's consumers' lag in Kafka (as last sampled by the server's lag
+sampler, lag_sampler.py: nothing here calls Kafka), the quarantined events and the effects
 waiting for a person. A signed-in service may act on what is its own: retry
 or discard its consumer's quarantined events, resolve its unresolved
 effects. The actions are the same functions as ``handoff quarantine`` and
@@ -27,7 +28,6 @@ import psycopg
 from fastapi import Request
 from pydantic import Field
 
-from handoff.consumers import lag as kafka_lag
 from handoff.core import effects, quarantine
 from handoff.core.errors import (
     EffectNotFound,
@@ -38,8 +38,10 @@ from handoff.core.errors import (
 )
 from handoff.core.identity import Credential
 from handoff.core.settings import HandoffSettings
+from handoff.tracker import lag_sql
 from handoff.tracker import read_sql as q
 from handoff.tracker.read_model import Query, Reader, ReadModel, Rows
+from handoff.tracker.settings import TrackerSettings
 from handoff.tracker.ui_actions import form_token
 from handoff.tracker.views import _View
 
@@ -58,8 +60,9 @@ class RelayBacklog(_View):
 class ConsumerLag(_View):
     consumer: str
     group: str
-    lag: int | None = Field(description="events not yet taken; null: nothing committed yet")
+    lag: int | None = Field(description="events not yet taken, as last sampled")
     partitions: int
+    sampled_at: datetime = Field(description="when the sampler read it from Kafka")
 
 
 class QuarantinedEvent(_View):
@@ -97,7 +100,10 @@ class OperateView(_View):
     as_of: datetime
     relay: RelayBacklog
     consumers: list[ConsumerLag]
-    kafka_error: str | None = Field(description="why consumer lag could not be read")
+    kafka_error: str | None = Field(description="why consumer lag is not current, or null")
+    lag_unavailable_since: datetime | None = Field(
+        description="since when consumer lag could not be sampled (null while it can)"
+    )
     quarantine: list[QuarantinedEvent]
     unresolved_effects: list[UnresolvedEffect]
 
@@ -106,28 +112,46 @@ def _models(kind: type[_View]) -> Callable[[Rows], list[Any]]:
     return lambda rows: [kind.model_validate(r) for r in rows]
 
 
+def _lag_unavailable(
+    status: dict[str, Any], now: datetime, tracker: TrackerSettings
+) -> tuple[datetime | None, str | None]:
+    """Since when consumer lag is not current, and what the page says about it."""
+    if tracker.lag_interval_s == 0:
+        return None, "consumer lag is not sampled here (HANDOFF_TRACKER_LAG_INTERVAL_S=0)"
+    failing, sampled = status["failing_since"], status["sampled_at"]
+    if failing is not None:
+        return failing, f"consumer lag unavailable since {failing:%Y-%m-%d %H:%M:%S} UTC: " + (
+            "Kafka did not answer the sampler" if sampled is None or sampled < failing
+            else "the last sample failed"
+        )  # fmt: skip
+    if sampled is None:
+        return None, "consumer lag not sampled yet"
+    # A sampler that stopped reporting (it hangs, or no tracker runs one): stale.
+    if (now - sampled).total_seconds() > 3 * tracker.lag_interval_s + tracker.lag_timeout_s:
+        return sampled, (
+            f"consumer lag unavailable since {sampled:%Y-%m-%d %H:%M:%S} UTC: "
+            "the sampler has not reported since"
+        )
+    return None, None
+
+
 async def operate_view(
-    model: ReadModel, credential: Credential, settings: HandoffSettings
+    model: ReadModel, credential: Credential, tracker: TrackerSettings
 ) -> tuple[Reader, OperateView]:
-    """One reader snapshot of the database side, then the lag from Kafka."""
-    reader, (backlog, services, held, unresolved, now) = await model.read(
+    """One reader snapshot: the relay, lag as last sampled, quarantine, effects.
+
+    Nothing here calls Kafka: lag is what the sampler (lag_sampler.py) last wrote.
+    """
+    reader, (backlog, lags, status, held, unresolved, now) = await model.read(
         credential,
         Query(q.RELAY_BACKLOG, {"cap": BACKLOG_CAP}, lambda rows: rows[0]),
-        Query(q.TENANT_SERVICES, {}, lambda rows: [r["name"] for r in rows]),
+        Query(lag_sql.LAGS, {}, _models(ConsumerLag)),
+        Query(lag_sql.STATUS, {}, lambda rows: rows[0]),
         Query(q.QUARANTINE_PENDING, {"limit": LISTED}, _models(QuarantinedEvent)),
         Query(q.EFFECTS_UNRESOLVED, {"limit": LISTED}, _models(UnresolvedEffect)),
         Query(q.NOW, {}, lambda rows: rows[0]["now"]),
     )
-    lags: list[ConsumerLag] = []
-    kafka_error = None
-    try:
-        found = await asyncio.to_thread(
-            kafka_lag.consumer_lag, settings.kafka_bootstrap, reader.tenant, services
-        )
-        lags = [ConsumerLag(**vars(g)) for g in found if g.lag is not None]
-    except (kafka_lag.KafkaException, TimeoutError) as exc:  # the page still shows the rest
-        log.warning("consumer lag unavailable: %s", exc)
-        kafka_error = "Kafka did not answer; consumer lag is unknown right now"
+    unavailable_since, kafka_error = _lag_unavailable(status, now, tracker)
     relay = RelayBacklog(
         pending=backlog["pending"],
         capped=backlog["pending"] >= BACKLOG_CAP,
@@ -139,6 +163,7 @@ async def operate_view(
         relay=relay,
         consumers=lags,
         kafka_error=kafka_error,
+        lag_unavailable_since=unavailable_since,
         quarantine=held,
         unresolved_effects=unresolved,
     )

@@ -284,5 +284,7 @@ async def find(
 )
 async def operate_state(request: Request, caller: Reader) -> operate.OperateView:
     async with _timed("operate"):
-        view = await operate.operate_view(_model(request), caller, request.app.state.settings)
+        view = await operate.operate_view(
+            _model(request), caller, request.app.state.tracker_settings
+        )
         return view[1]

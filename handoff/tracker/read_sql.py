@@ -220,7 +220,6 @@ SELECT {_REJECTION_COLUMNS}
 
 NOW = "SELECT now() AS now"
 RELAY_BACKLOG = "SELECT pending, oldest_pending_at, parked FROM handoff.relay_backlog(%(cap)s)"
-TENANT_SERVICES = "SELECT name FROM handoff.reader_services() AS name"
 
 # Quarantined events waiting for a person, newest first.
 QUARANTINE_PENDING = f"""

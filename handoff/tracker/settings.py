@@ -29,6 +29,19 @@ class TrackerSettings(BaseSettings):
             "pace, charts); waiting work is sampled once a minute.",
         ),
     ] = 5.0
+    lag_interval_s: Annotated[
+        float,
+        Field(
+            ge=0,
+            le=3600,
+            description="How often a child process of the server samples each consumer "
+            "group's lag in Kafka for the operate page; 0 turns sampling off.",
+        ),
+    ] = 10.0
+    lag_timeout_s: Annotated[
+        float,
+        Field(gt=0, le=120, description="How long one lag sample may wait for Kafka."),
+    ] = 5.0
     refresh_s: Annotated[
         float, Field(ge=1, le=3600, description="How often the overview page refreshes itself.")
     ] = 5.0

@@ -221,9 +221,7 @@ async def operate_page(request: Request) -> Response:
     """Relay backlog, consumer lag, quarantine and unresolved effects, with actions."""
 
     async def render(credential: Credential) -> Response:
-        reader, view = await operate.operate_view(
-            _model(request), credential, request.app.state.settings
-        )
+        reader, view = await operate.operate_view(_model(request), credential, _settings(request))
         forms = {
             **{f"quarantine/{q.id}": operate.new_form(credential, f"quarantine/{q.id}")
                for q in view.quarantine if q.consumer == reader.service},
