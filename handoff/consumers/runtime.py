@@ -297,7 +297,9 @@ class Runtime:
         marked: list[int] = []
         if every and not self._guarded(lambda: marked.append(self._receive("batch", every))):
             return False
-        if marked and marked[0] > self.config.max_deliveries:
+        if marked and marked[0] > 1:
+            # A process stopped while on these events: which one stopped it is
+            # found out one at a time, each counted (_one_at_a_time).
             if not self._guarded(partial(self._one_at_a_time, every)):
                 return False
             self._done(consumer, msgs, units=False)
@@ -339,15 +341,18 @@ class Runtime:
                 msgs += consumer.consume(size - 1, 0)
         return msgs
 
-    def _receive(self, kind: str, items: list[Item]) -> int:
-        """Mark the offset ranges about to be processed; the most deliveries among them."""
+    def _receive(self, kind: str, items: list[Item], inherit: int = 0) -> int:
+        """Mark the offset ranges about to be processed; the most deliveries among them.
+
+        ``inherit``: stops of the batch an event was in that count as its own.
+        """
         assert self._reads is not None
         ranges: dict[tuple[str, int], list[int]] = {}
         for item in items:
             p = item.position
             span = ranges.setdefault((p.topic, p.partition), [p.offset, p.offset])
             span[0], span[1] = min(span[0], p.offset), max(span[1], p.offset)
-        marks = [{"topic": t, "partition": n, "first": a, "last": b}
+        marks = [{"topic": t, "partition": n, "first": a, "last": b, "inherit": inherit}
                  for (t, n), (a, b) in ranges.items()]  # fmt: skip
         row = self._reads.execute(RECEIVE, {"kind": kind, "marks": Jsonb(marks)}).fetchone()
         return int(row[0]) if row else 1
@@ -382,12 +387,21 @@ class Runtime:
             raise errors[0]
 
     def _one_at_a_time(self, items: list[Item]) -> None:
-        """Processes have stopped (killed, out of memory, crashed) while on these events
-        more often than allowed: one event at a time, each counted."""
+        """A process stopped (killed, out of memory, crashed) while on these events: one
+        event at a time, each counted, so the one that stops it again is the one blamed.
+
+        Each event's count starts with the stop of the batch it was in (the
+        database knows which: consumer_receive, migration 0013), so a handler
+        that kills its process runs max_deliveries times in all, once in its
+        batch and then alone. With max_deliveries 1 no event is blamed for its
+        batch: it is first given one run alone.
+        """
         limit = self.config.max_deliveries
-        log.warning("%s: batch delivered over %d times; one event at a time", self.app.name, limit)
+        inherit = 1 if limit > 1 else 0
+        log.warning("%s: a process stopped while on these events; one event at a time",
+                    self.app.name)  # fmt: skip
         for item in items:
-            stops = self._receive("event", [item]) - 1
+            stops = self._receive("event", [item], inherit) - 1
             if stops >= limit:
                 self.processor.quarantine(
                     item,

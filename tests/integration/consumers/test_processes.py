@@ -349,44 +349,52 @@ def test_a_database_restart_under_a_running_consumer_delays_work_and_loses_none(
     assert "reconnecting" in consumers.log_of()
 
 
-def test_an_event_that_kills_the_consumer_every_time_is_quarantined_after_a_bounded_number(
+@pytest.mark.parametrize(
+    ("processes", "batch", "max_deliveries"),
+    [(1, 1, 3), (1, 100, 3), (2, 1, 3), (2, 100, 3), (1, 8, 1)],
+)
+def test_an_event_that_kills_its_consumer_runs_max_deliveries_times_then_is_quarantined(
     relays: Relays,
     consumers: Consumers,
     service: Callable[..., Credential],
     admin: psycopg.Connection[Any],
     tenant: str,
+    processes: int,
+    batch: int,
+    max_deliveries: int,
 ) -> None:
+    """[SQS maxReceiveCount] The handler of the crashing event kills its process each
+    time it runs: counted across processes, in batches and alone, it runs exactly
+    max_deliveries times (its batch's run counted), then the event is quarantined and
+    the others all apply. With max_deliveries 1 an event is given one run alone before
+    it is blamed for its batch, so a batch of several gives it two."""
     creator, review = service("creator", can_create=True), service("review")
     _create(creator, 12)
     with HandoffClient.direct(creator) as client:
         client.create(event_id="c-crash", document_id="doc-crash", owner="review", status="new",
                       data={"crash": True})  # fmt: skip
-    _create_more = [(f"c-late-{i}", f"doc-late-{i}") for i in range(6)]
-    with HandoffClient.direct(creator) as client:
-        for event_id, doc in _create_more:
-            client.create(event_id=event_id, document_id=doc, owner="review", status="new")
+        for i in range(6):
+            client.create(event_id=f"c-late-{i}", document_id=f"doc-late-{i}", owner="review",
+                          status="new")  # fmt: skip
     relays.run_once()
-    starts = 0
-    while starts < 8 and not (
-        len(effects(admin, tenant)) == 18 and len(quarantined(admin, tenant)) == 1
-    ):
-        # One stop allowed: the next start goes one event at a time, and the
-        # event that stops it again is quarantined (3 by default: slower).
-        proc = consumers.start(
-            "review", review, "--batch-size", "8", HANDOFF_CONSUMER_MAX_DELIVERIES="1"
-        )
-        starts += 1
-        # Until it dies on the crashing event, or has got through everything.
-        wait_until(
-            lambda p=proc: (
-                p.poll() is not None  # type: ignore[misc]
-                or (len(effects(admin, tenant)) == 18 and len(quarantined(admin, tenant)) == 1)
-            ),
-            60,
-            0.2,
-        )
+    env = {"HANDOFF_CONSUMER_MAX_DELIVERIES": str(max_deliveries)}
+    running = [consumers.start("review", review, "--batch-size", str(batch), **env)
+               for _ in range(processes)]  # fmt: skip
+    deaths = 0
+
+    def through() -> bool:
+        nonlocal deaths
+        for i, proc in enumerate(running):
+            if proc.poll() is not None:  # only the crashing event ends a process
+                assert proc.returncode == -signal.SIGKILL, consumers.log_of()
+                deaths += 1
+                running[i] = consumers.start("review", review, "--batch-size", str(batch), **env)
+        return len(effects(admin, tenant)) == 18 and len(quarantined(admin, tenant)) == 1
+
+    assert wait_until(through, 240, 0.2), f"not through after {deaths} deaths"
     [entry] = quarantined(admin, tenant)
     assert entry["document_id"] == "doc-crash" and entry["category"] == "handler_error"
-    assert "stopped 1 time(s)" in entry["error"]
+    runs = max_deliveries if max_deliveries > 1 or batch == 1 else 2
+    assert deaths == runs, f"the crashing handler ran {deaths} times, not {runs}"
+    assert f"stopped {max_deliveries} time(s)" in entry["error"]
     _exactly_once(admin, tenant, 18)
-    assert starts <= 4, f"{starts} starts: the crash loop should be cut after a bounded number"

@@ -102,8 +102,11 @@ def test_the_page_says_since_when_lag_is_unavailable(
     with psycopg.connect(migrated.database_url, autocommit=True) as conn:
         viewer: Credential = add_service(conn, "viewer", tenant=tenant)
     port, nowhere = pick_port(18760, set()), pick_port(18770, set())
-    env = {"HANDOFF_KAFKA_BOOTSTRAP": f"127.0.0.1:{nowhere}",  # nothing listens there
-           "HANDOFF_TRACKER_LAG_INTERVAL_S": "0.5", "HANDOFF_TRACKER_LAG_TIMEOUT_S": "1"}  # fmt: skip
+    env = {
+        "HANDOFF_KAFKA_BOOTSTRAP": f"127.0.0.1:{nowhere}",  # nothing listens there
+        "HANDOFF_TRACKER_LAG_INTERVAL_S": "0.5",
+        "HANDOFF_TRACKER_LAG_TIMEOUT_S": "1",
+    }
     with serving(local_stack, "lag-api-2", ["serve", "--port", str(port)], port=port, **env):
         headers = {"Authorization": f"Bearer {viewer.token}"}
         with httpx.Client(base_url=f"http://127.0.0.1:{port}", headers=headers) as api:

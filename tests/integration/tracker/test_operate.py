@@ -18,8 +18,8 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from handoff.core import HandoffClient
 from handoff.core.identity import Credential
 from handoff.core.settings import HandoffSettings
-from handoff.tracker import operate
 from handoff.stack.procs import wait_until
+from handoff.tracker import operate
 from tests.fix_contract import ServiceFactory
 
 COOKIE = "handoff_credential"
@@ -81,6 +81,7 @@ def test_the_api_shows_backlog_quarantine_and_unresolved_effects(
     assert view["quarantine"][0]["error"] == "KeyError: amount"
     (effect,) = view["unresolvedEffects"]
     assert (effect["id"], effect["owner"], effect["lookups"]) == (held["effect"], "review", 5)
+
     # Lag as the server's sampler last wrote it: current within a few of its rounds.
     def current() -> bool:
         answer = httpx.get(f"{api_url}/v1/operate", headers=_auth(held["review"]), timeout=15)
