@@ -14,6 +14,7 @@ class with the same two methods for a real provider.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -83,6 +84,22 @@ class SandboxPayments:
             ) from exc
         found: list[dict[str, Any]] = answer.json()["payments"]
         return found
+
+    def every_payment(self, page: int = 500) -> Iterator[dict[str, Any]]:
+        """Every payment the provider holds, in the order they were made, a page at a time
+        (the auditor's other direction: charges Handoff may not know of)."""
+        after: str | None = "0"
+        while after is not None:
+            try:
+                answer = self._http.get("/v1/payments", params={"limit": page, "after": after})
+                answer.raise_for_status()
+            except httpx.HTTPError as exc:
+                raise ProviderOutcomeUnknown(
+                    f"{self.base_url}: listing payments failed ({type(exc).__name__}: {exc})"
+                ) from exc
+            body = answer.json()
+            yield from body["payments"]
+            after = body.get("next")
 
     def _final(self, answer: httpx.Response) -> Answer:
         if answer.status_code >= 500 or answer.status_code in (408, 429):

@@ -6,7 +6,8 @@ document run and the state holds n; every version accepted within the
 relay's retention window is in the outbox (and what is not yet published is
 reported with its age); every quarantined event and unresolved effect has
 an owner that still exists; with a provider named, every succeeded effect
-appears exactly once at the provider.
+appears exactly once at the provider, and every charge the provider made
+under one of Handoff's idempotency keys has a succeeded effect behind it.
 
 One snapshot for the database checks (REPEATABLE READ, READ ONLY); rows
 streamed through server-side cursors and only the first few kept per check,
@@ -16,6 +17,7 @@ so memory does not grow with the number of documents or of breaches.
 from __future__ import annotations
 
 import itertools
+import re
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -28,6 +30,7 @@ from psycopg.rows import dict_row
 from handoff.consumers.providers import SandboxPayments
 from handoff.core.db import translated
 from handoff.core.errors import ProviderError
+from handoff.core.names import SERVICE_NAME_PATTERN
 from handoff.operate import audit_sql as q
 
 SAMPLE = 20  # offending rows kept per check
@@ -131,6 +134,9 @@ def audit(
         for effect, url in (providers or {}).items():
             progress(f"checking effect {effect!r} against the provider at {url}")
             findings.append(_provider_check(conn, effect, url, params, keep))
+    for effect, url in (providers or {}).items():  # outside the snapshot: see INTENTS_BY_KEY
+        progress(f"checking the provider's charges at {url} against effect {effect!r}")
+        findings.append(_charges_check(conn, effect, url, tenant, keep))
     return Report(
         tenant=tenant,
         started_at=started_at,
@@ -182,5 +188,72 @@ def _provider_check(
     return finding
 
 
+def handoff_key(effect: str) -> re.Pattern[str]:
+    """The shape of the idempotency keys Handoff gives ``effect``'s intents:
+    ``<consumer>.<effect>.<32 hex>`` (effect_intend, migration 0005). Charges under other
+    keys are another system's business, not Handoff's."""
+    return re.compile(rf"{SERVICE_NAME_PATTERN}\.{re.escape(effect)}\.[0-9a-f]{{32}}")
+
+
+# An intent on its way (claimed, submitted, unknown: a lookup settles it) may have
+# been charged already; that is no breach. Any other state behind a charge is.
+IN_FLIGHT = frozenset({"claimed", "submitted", "unknown"})
+
+
+def _charges_check(
+    conn: psycopg.Connection[Any], effect: str, url: str, tenant: str | None, keep: int
+) -> Finding:
+    """Every succeeded charge at the provider under one of Handoff's keys for ``effect``
+    has an intent that succeeded (or is still on its way); none without one."""
+    finding = Finding(
+        f"charges:{effect}",
+        f"every charge at the provider under a Handoff key of {effect!r} has an effect "
+        "that succeeded behind it",
+    )
+    clock = time.perf_counter()
+    shape = handoff_key(effect)
+    provider = SandboxPayments(url)
+    try:
+        charges = (
+            p
+            for p in provider.every_payment()
+            if p["status"] == "succeeded" and shape.fullmatch(p["idempotencyKey"])
+        )
+        while page := list(itertools.islice(charges, 500)):  # memory: a page at a time
+            keys = [p["idempotencyKey"] for p in page]
+            with translated(), conn.cursor(row_factory=dict_row) as cur:
+                cur.execute(q.INTENTS_BY_KEY, {"effect": effect, "keys": keys})
+                found = {r["idempotency_key"]: r for r in cur}
+            for charge in page:
+                intent = found.get(charge["idempotencyKey"])
+                problem = _charge_problem(intent, tenant)
+                if problem is not None:
+                    # The same columns on every row (the table takes them from the first).
+                    brief = _brief(intent) if intent else dict.fromkeys(_BRIEF)
+                    finding.add({"payment": charge["id"], "key": charge["idempotencyKey"],
+                                 "reference": charge["reference"], "amount": charge["amount"],
+                                 **brief, "problem": problem}, keep)  # fmt: skip
+    except ProviderError as exc:
+        finding.add({"problem": f"provider: {exc}"}, keep)
+    finally:
+        provider.close()
+    finding.seconds = time.perf_counter() - clock
+    return finding
+
+
+def _charge_problem(intent: dict[str, Any] | None, tenant: str | None) -> str | None:
+    """What is wrong with a charge whose intent is ``intent`` (None: there is none)."""
+    if intent is None:
+        return "charged, but Handoff has no intent with this key (an orphan charge)"
+    if tenant is not None and intent["tenant_id"] != tenant:
+        return None  # another tenant's: its own audit says
+    if intent["state"] == "succeeded" or intent["state"] in IN_FLIGHT:
+        return None
+    return f"charged, but Handoff recorded the effect as {intent['state']}"
+
+
+_BRIEF = ("id", "tenant_id", "consumer", "provider_ref")
+
+
 def _brief(intent: dict[str, Any]) -> dict[str, Any]:
-    return {k: intent[k] for k in ("id", "tenant_id", "consumer", "provider_ref")}
+    return {k: intent[k] for k in _BRIEF}

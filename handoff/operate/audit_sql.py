@@ -125,3 +125,12 @@ SELECT id, tenant_id, consumer, idempotency_key, provider_ref, request->>'refere
  WHERE effect = %(effect)s AND state = 'succeeded' AND {_ONE.format(t="e")}
  ORDER BY request->>'reference', id
 """
+
+# The other direction: the intents behind a page of the provider's charges, looked
+# up by idempotency key outside the audit's snapshot (an intent is committed before
+# its executor submits, so any charge's intent is visible to a fresh statement).
+INTENTS_BY_KEY = """
+SELECT idempotency_key, tenant_id, consumer, id, state, provider_ref
+  FROM handoff.effect_intents
+ WHERE effect = %(effect)s AND idempotency_key = ANY(%(keys)s)
+"""

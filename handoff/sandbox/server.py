@@ -40,6 +40,12 @@ CURRENCY = re.compile(r"^[A-Z]{3}$")
 PAYMENT_FIELDS = {"amount", "currency", "reference", "description", "metadata"}
 
 
+def _whole(text: str, name: str, low: int, high: int) -> int:
+    if not (text.isascii() and text.isdigit() and len(text) <= 19) or not low <= int(text) <= high:
+        raise SandboxRefusal(f"{name} must be a whole number from {low} to {high}")
+    return int(text)
+
+
 def validate_payment(body: Any) -> dict[str, Any]:
     if not isinstance(body, dict):
         raise SandboxRefusal("the body must be a JSON object")
@@ -250,12 +256,15 @@ class _Handler(BaseHTTPRequestHandler):
         self._answer(200, payment.body())
 
     def _list(self, query: dict[str, list[str]]) -> None:
+        """Payments in the order they were made; ``next`` is the ``after`` of the next page
+        (null on the last)."""
         reference = query.get("reference", [None])[0]
-        raw_limit = query.get("limit", ["100"])[0] or "100"
-        if not raw_limit.isdigit() or not 1 <= int(raw_limit) <= 1000:
-            raise SandboxRefusal("limit must be from 1 to 1000")
-        payments = self.server.sandbox.store.list(reference, int(raw_limit))
-        self._answer(200, {"payments": [p.body() for p in payments]})
+        limit = _whole(query.get("limit", ["100"])[0] or "100", "limit", 1, 1000)
+        after = _whole(query.get("after", ["0"])[0] or "0", "after", 0, 2**63 - 1)
+        payments, last = self.server.sandbox.store.list(reference, limit, after)
+        more = len(payments) == limit
+        self._answer(200, {"payments": [p.body() for p in payments],
+                           "next": str(last) if more else None})  # fmt: skip
 
     def _arm(self, _query: dict[str, list[str]]) -> None:
         fault = parse(self._body())  # InvalidFault: 400

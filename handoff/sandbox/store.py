@@ -142,14 +142,16 @@ class Store:
             )
             return payment, True
 
-    def list(self, reference: str | None, limit: int) -> list[Payment]:
+    def list(self, reference: str | None, limit: int, after: int = 0) -> tuple[list[Payment], int]:
+        """Payments in the order they were made, after position ``after``; and the position
+        of the last one (SQLite's rowid: a keyset cursor for listing everything)."""
         with self._lock:
             rows = self._db.execute(
-                f"SELECT {COLUMNS} FROM payments WHERE (? IS NULL OR reference = ?) "
-                "ORDER BY created_at LIMIT ?",
-                (reference, reference, limit),
+                f"SELECT rowid, {COLUMNS} FROM payments WHERE (? IS NULL OR reference = ?) "
+                "AND rowid > ? ORDER BY rowid LIMIT ?",
+                (reference, reference, after, limit),
             ).fetchall()
-        return [_payment(row) for row in rows]
+        return [_payment(row[1:]) for row in rows], (rows[-1][0] if rows else after)
 
     def count(self) -> int:
         with self._lock:

@@ -175,3 +175,18 @@ def test_records_survive_a_kill_of_the_provider(tmp_path: Path) -> None:
         proc.kill()
     assert found is not None and found.reference == made.reference
     assert replay.reference == made.reference
+
+
+def test_every_payment_is_listed_in_order_a_page_at_a_time(
+    sandbox: SandboxProcess, client: SandboxPayments
+) -> None:
+    made = [
+        client.submit(
+            f"page-{uuid.uuid4()}", {"amount": 100 + i, "currency": "EUR", "reference": "paged"}
+        ).reference
+        for i in range(5)
+    ]
+    listed = [p["id"] for p in client.every_payment(page=2)]
+    assert listed[-5:] == made  # after whatever other tests made before
+    for bad in ({"after": "-1"}, {"after": "x"}, {"limit": "0"}, {"after": "9" * 30}):
+        assert httpx.get(f"{sandbox.url}/v1/payments", params=bad).status_code == 400

@@ -113,15 +113,9 @@ def test_the_provider_check_finds_a_second_charge(
     request = {"amount": 1200, "currency": "EUR", "reference": reference}
     provider = SandboxPayments(sandbox.url)
     try:
-        paid = provider.submit(f"key-{uuid.uuid4()}", request)
-        admin.execute(
-            """INSERT INTO handoff.effect_intents (tenant_id, consumer, event_id, effect,
-                   idempotency_key, document_id, run_id, request, fingerprint, state,
-                   provider_ref, owner)
-               VALUES (%s, 'billing', 'e-pay', 'pay', %s, 'inv-2', 1, %s, '\\x00', 'succeeded',
-                       %s, 'billing')""",
-            (story, f"k-{uuid.uuid4()}", json.dumps(request), paid.reference),
-        )
+        key = _handoff_key()
+        paid = provider.submit(key, request)
+        _intent(admin, story, key, request, "succeeded", paid.reference)
         code, report = _report(story, "--provider", f"pay={sandbox.url}")
         assert code == 0, report
         assert _breaches(report)["effects:pay"] == 0
@@ -135,6 +129,55 @@ def test_the_provider_check_finds_a_second_charge(
         row["reference"] == reference
         and "1 succeeded in Handoff, 2 at the provider" in (row["problem"])
     )
+
+
+def _handoff_key() -> str:
+    """An idempotency key of the shape Handoff gives a consumer's effect."""
+    return f"billing.pay.{uuid.uuid4().hex}"
+
+
+def _intent(
+    admin: psycopg.Connection[Any],
+    tenant: str,
+    key: str,
+    request: dict[str, Any],
+    state: str,
+    provider_ref: str | None,
+) -> None:
+    admin.execute(
+        """INSERT INTO handoff.effect_intents (tenant_id, consumer, event_id, effect,
+               idempotency_key, document_id, run_id, request, fingerprint, state,
+               provider_ref, owner)
+           VALUES (%s, 'billing', %s, 'pay', %s, 'inv-2', 1, %s, '\\x00', %s, %s, 'billing')""",
+        (tenant, f"e-{uuid.uuid4()}", key, json.dumps(request), state, provider_ref),
+    )
+
+
+def test_the_provider_check_finds_charges_without_a_succeeded_effect(
+    story: str, admin: psycopg.Connection[Any], sandbox: SandboxProcess
+) -> None:
+    """The other direction: a charge under a Handoff key with no intent at all (an
+    orphan), and one whose intent Handoff recorded as failed; a charge still on its way
+    (intent claimed) and one under another system's key are no breach."""
+    provider = SandboxPayments(sandbox.url)
+    request = {"amount": 900, "currency": "EUR", "reference": f"inv-9-{uuid.uuid4().hex[:6]}"}
+    orphan, failed, in_flight = _handoff_key(), _handoff_key(), _handoff_key()
+    try:
+        code, report = _report(story, "--provider", f"pay={sandbox.url}")
+        assert code == 0 and _breaches(report)["charges:pay"] == 0, report
+        for key in (orphan, failed, in_flight, f"other-system-{uuid.uuid4()}"):
+            provider.submit(key, request)
+    finally:
+        provider.close()
+    _intent(admin, story, failed, request, "failed", None)
+    _intent(admin, story, in_flight, request, "claimed", None)
+    code, report = _report(story, "--provider", f"pay={sandbox.url}")
+    assert code == 1
+    rows = {row["key"]: row for row in
+            next(c["rows"] for c in report["checks"] if c["check"] == "charges:pay")}  # fmt: skip
+    assert set(rows) == {orphan, failed}, rows
+    assert "no intent with this key" in rows[orphan]["problem"]
+    assert "recorded the effect as failed" in rows[failed]["problem"]
 
 
 def test_a_bad_provider_option_says_what_to_write(story: str) -> None:
