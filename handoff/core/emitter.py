@@ -16,7 +16,7 @@ from psycopg.types.json import Jsonb
 from handoff.core.db import translated
 from handoff.core.emit_sql import EMIT_DIRECT, EMIT_HTTP
 from handoff.core.errors import InvalidRequest
-from handoff.core.identity import Credential
+from handoff.core.identity import Caller, Credential
 from handoff.core.models import (
     CreateRequest,
     HandoffRequest,
@@ -112,7 +112,7 @@ def emit_direct(
     return found
 
 
-def _as(credential: Credential, request: Request, document_id: str | None) -> dict[str, Any]:
+def _as(credential: Caller, request: Request, document_id: str | None) -> dict[str, Any]:
     args = params(request, document_id)
     args["role"], args["secret_hash"] = credential.role, credential.secret_hash
     return args
@@ -146,7 +146,7 @@ def emit_as(
 
 async def emit_http(
     conn: psycopg.AsyncConnection[Any],
-    credential: Credential,
+    credential: Caller,
     request: Request,
     document_id: str | None = None,
 ) -> Receipt:

@@ -11,10 +11,34 @@ import hashlib
 import re
 import secrets
 from dataclasses import dataclass
+from typing import Protocol
 
 from handoff.core.errors import Unauthenticated
 
 ROLE_PREFIX = "hsvc_"
+
+
+class Caller(Protocol):
+    """Who a call acts as, as the database checks it: the role and sha256 of the secret."""
+
+    @property
+    def role(self) -> str: ...
+
+    @property
+    def secret_hash(self) -> bytes: ...
+
+
+@dataclass(frozen=True)
+class Principal:
+    """A caller without its secret: what a web UI session acts as (tracker/sessions.py)."""
+
+    role: str
+    secret_hash: bytes
+
+    def __repr__(self) -> str:
+        return f"Principal(role={self.role!r}, secret_hash=***)"
+
+
 _TOKEN = re.compile(r"^(hsvc_[0-9a-f]{12})\.([A-Za-z0-9_-]{32,128})$")
 
 

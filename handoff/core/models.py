@@ -56,7 +56,7 @@ RFC3339 = (
     r"([Zz]|[+-][0-9]{2}:[0-9]{2})$"
 )
 _RFC3339 = re.compile(RFC3339)
-INSTANT_HINT = "must be an RFC 3339 date-time with an offset, e.g. 2026-12-01T09:00:00Z"
+INSTANT_HINT = "must be an RFC 3339 date-time with a time zone offset, e.g. 2026-12-01T09:00:00Z"
 
 
 def parse_instant(value: Any) -> Any:

@@ -26,6 +26,7 @@ from handoff.core.services_sql import (
     DELETE_SERVICE,
     DISABLE_ROLE_LOGIN,
     DROP_SERVICE_ROLE,
+    END_UI_SESSIONS,
     FIND_ACTIVE_CREDENTIAL,
     FIND_SERVICE,
     INSERT_SERVICE,
@@ -143,6 +144,7 @@ def rotate_service(conn: Conn, name: str, *, tenant: str = "default") -> Credent
             raise ServiceNotFound(f"no service {name!r} in tenant {tenant!r}")
         credential = Credential(row[3], Credential.new().secret)
         conn.execute(ROTATE_SECRET, {**key, "secret_hash": credential.secret_hash})
+        conn.execute(END_UI_SESSIONS, key)  # the web UI's too (they would fail anyway)
         conn.execute(
             SET_ROLE_PASSWORD.format(
                 role=sql.Identifier(credential.role), verifier=_verifier(conn, credential)
@@ -166,6 +168,7 @@ def revoke_service(conn: Conn, name: str, *, tenant: str = "default") -> int:
         if row is None:
             raise ServiceNotFound(f"no service {name!r} in tenant {tenant!r}")
         conn.execute(DISABLE_ROLE_LOGIN.format(role=sql.Identifier(row[0])))
+        conn.execute(END_UI_SESSIONS, key)
     # After the commit (see rotate). Sessions that stay open are refused
     # anyway: the emit and read functions check revoked_at on every call.
     return _end_sessions(conn, row[0])

@@ -32,6 +32,12 @@ SELECT count(*) FILTER (WHERE pg_terminate_backend(pid))
   FROM pg_stat_activity WHERE usename = %(role)s AND pid <> pg_backend_pid()
 """
 
+# The web UI's sessions of a service (migration 0014): rotation and revocation end
+# them at once; removal by the foreign key's cascade.
+END_UI_SESSIONS = """
+DELETE FROM handoff.ui_sessions WHERE tenant_id = %(tenant)s AND service = %(name)s
+"""
+
 INSERT_SERVICE = """
 INSERT INTO handoff.services (tenant_id, name, can_create, db_role, secret_hash)
 VALUES (%(tenant)s, %(name)s, %(can_create)s, %(role)s, %(secret_hash)s)

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import hmac
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager, suppress
+from datetime import timedelta
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -18,12 +20,14 @@ from psycopg_pool import AsyncConnectionPool
 
 import handoff
 from handoff.core.db import PING
-from handoff.core.errors import DatabaseUnavailable
+from handoff.core.errors import DatabaseUnavailable, Unauthenticated
 from handoff.core.settings import HandoffSettings, load_settings
 from handoff.tracker import emit_api, http_errors, lag_sampler, lag_sql, query_api, read_sql, ui
+from handoff.tracker.headers import SecurityHeaders
 from handoff.tracker.limits import BodyLimits
 from handoff.tracker.read_model import ReadModel
 from handoff.tracker.request_ids import RequestIds
+from handoff.tracker.sessions import Sessions
 from handoff.tracker.settings import TrackerSettings
 
 log = logging.getLogger("handoff.tracker")
@@ -32,8 +36,11 @@ log = logging.getLogger("handoff.tracker")
 FOLD_LIMIT = 100_000  # outbox rows per flow fold; a backlog is folded in several
 
 
-async def _maintain_forever(pool: AsyncConnectionPool[Any], tracker: TrackerSettings) -> None:
-    """Keep the read side's folded rows current: flow, minute samples, deadline hours.
+async def _maintain_forever(
+    pool: AsyncConnectionPool[Any], tracker: TrackerSettings, sessions: Sessions
+) -> None:
+    """Keep the read side's folded rows current: flow, minute samples, deadline hours;
+    and delete ended web UI sessions.
 
     A missed round only makes pages staler or counts slower, never wrong; the
     next round catches up (several trackers: one folds, the others skip).
@@ -52,6 +59,7 @@ async def _maintain_forever(pool: AsyncConnectionPool[Any], tracker: TrackerSett
                 if loop.time() >= next_due_fold:
                     await conn.execute(read_sql.FOLD_DUE_COUNTS)
                     next_due_fold = loop.time() + tracker.fold_interval_s
+                    await sessions.purge()
         except Exception as exc:
             log.warning("read-side maintenance failed (will retry): %s", exc)
         await asyncio.sleep(tracker.flow_interval_s)
@@ -83,7 +91,12 @@ def create_app(
         app.state.read_model = ReadModel(pool, byte_order=bool(row and row[0]))
         app.state.tracker_settings = tracker
         app.state.settings = settings
-        folding = asyncio.create_task(_maintain_forever(pool, tracker))
+        app.state.sessions = Sessions(
+            pool,
+            lifetime=timedelta(seconds=tracker.session_lifetime_s),
+            idle=timedelta(seconds=tracker.session_idle_s),
+        )
+        folding = asyncio.create_task(_maintain_forever(pool, tracker, app.state.sessions))
 
         async def lag_failed(why: str) -> None:
             async with pool.connection(timeout=5) as conn:
@@ -111,6 +124,10 @@ def create_app(
     # FastAPIOffline serves the Swagger UI and ReDoc assets from its package,
     # not from a CDN: /docs works on an offline or on-prem machine.
     app = FastAPIOffline(
+        # The docs pages are the tracker's own (ui.py), without inline script;
+        # FastAPIOffline still serves their assets from its package.
+        docs_url=None,
+        redoc_url=None,
         title="Handoff",
         version=handoff.__version__,
         description="Explicit service ownership of work: emit handoffs, query where work is.",
@@ -120,6 +137,7 @@ def create_app(
     app.add_middleware(
         BodyLimits, max_json_bytes=tracker.max_json_bytes, max_form_bytes=tracker.max_form_bytes
     )
+    app.add_middleware(SecurityHeaders)
     app.add_middleware(RequestIds)  # outermost: every answer has its request id
     app.include_router(emit_api.router)
     app.include_router(query_api.router)
@@ -142,7 +160,11 @@ def create_app(
         response_class=Response,
         responses={200: {"content": {CONTENT_TYPE_LATEST.split(";")[0]: {}}}},
     )
-    async def metrics() -> Response:
+    async def metrics(request: Request) -> Response:
+        if tracker.metrics_token is not None:
+            given = request.headers.get("authorization", "")
+            if not hmac.compare_digest(given.encode(), f"Bearer {tracker.metrics_token}".encode()):
+                raise Unauthenticated("/metrics needs Authorization: Bearer <metrics token>")
         return Response(generate_latest(), media_type=CONTENT_TYPE_LATEST)
 
     return app

@@ -18,7 +18,7 @@ from psycopg_pool import AsyncConnectionPool
 from handoff.core.emitter import Request as EmitRequest
 from handoff.core.emitter import emit_http
 from handoff.core.errors import ContractError, HandoffError, TransientConflict
-from handoff.core.identity import Credential
+from handoff.core.identity import Caller, Credential
 from handoff.core.models import CreateRequest, HandoffRequest, Identifier, Receipt, StartRunRequest
 from handoff.core.retry import CONFLICTS
 from handoff.tracker.auth import Writer
@@ -71,7 +71,7 @@ async def _emit(
 
 async def emit_retrying(
     pool: AsyncConnectionPool[Any],
-    caller: Credential,
+    caller: Caller,
     body: EmitRequest,
     document_id: str | None = None,
 ) -> Receipt:

@@ -37,8 +37,9 @@ from handoff.tracker.settings import TrackerSettings
 log = logging.getLogger("handoff.tracker.lag")
 
 
-def sample(conn: psycopg.Connection[Any], bootstrap: str, timeout_s: float) -> int:
-    """One sample of every group's lag, replacing the last; the groups that have a position."""
+def sample(conn: psycopg.Connection[Any], bootstrap: str, timeout_s: float, keep_s: float) -> int:
+    """One sample of every group's lag; the groups that have a position. Rows of groups
+    not seen for ``keep_s`` are deleted."""
     services = conn.execute(q.SERVICES).fetchall()
     names = {lag.group_of(tenant, name): (tenant, name) for tenant, name in services}
     found = lag.group_positions(bootstrap, names, timeout_s)
@@ -48,9 +49,9 @@ def sample(conn: psycopg.Connection[Any], bootstrap: str, timeout_s: float) -> i
         for group, parts in found.items() if parts
     ]  # fmt: skip
     with conn.transaction():  # readers see the last sample or this one, whole
-        conn.execute(q.REPLACE_BEGIN)
         with conn.cursor() as cur:
-            cur.executemany(q.INSERT, rows)
+            cur.executemany(q.UPSERT, rows)
+        conn.execute(q.FORGET_STALE, {"keep_s": keep_s})
         conn.execute(q.SAMPLED)
     return len(rows)
 
@@ -92,10 +93,12 @@ def _sample_while(
 ) -> None:
     held = False
     while going_on():
-        held = held or bool(conn.execute(q.TRY_LOCK).fetchone()[0])  # type: ignore[index]
+        lock = {"bootstrap": settings.kafka_bootstrap}
+        held = held or bool(conn.execute(q.TRY_LOCK, lock).fetchone()[0])  # type: ignore[index]
         if held:  # else another tracker's sampler samples; try again next round
             try:
-                sample(conn, settings.kafka_bootstrap, tracker.lag_timeout_s)
+                keep_s = 3 * tracker.lag_interval_s + tracker.lag_timeout_s
+                sample(conn, settings.kafka_bootstrap, tracker.lag_timeout_s, keep_s)
                 kafka.ok()
             except (lag.KafkaException, TimeoutError) as exc:
                 kafka.failed(exc)

@@ -7,13 +7,22 @@ from __future__ import annotations
 # group is handoff.<tenant>.<service>.
 SERVICES = "SELECT tenant_id, name FROM handoff.services ORDER BY tenant_id, name"
 
-# One sampler among several trackers: the holder of this session lock samples.
-TRY_LOCK = "SELECT pg_try_advisory_lock(hashtext('handoff.lag_sampler'))"
+# One sampler among several trackers of a Kafka cluster: the holder of this
+# session lock samples (a database serves one cluster; the key names it anyway,
+# so that a tracker pointed elsewhere, as some tests do, is not kept waiting).
+TRY_LOCK = "SELECT pg_try_advisory_lock(hashtext('handoff.lag_sampler ' || %(bootstrap)s))"
 
-REPLACE_BEGIN = "DELETE FROM handoff.consumer_lag"
-INSERT = """
+UPSERT = """
 INSERT INTO handoff.consumer_lag (tenant_id, consumer, group_id, lag, partitions, sampled_at)
 VALUES (%(tenant_id)s, %(consumer)s, %(group_id)s, %(lag)s, %(partitions)s, now())
+ON CONFLICT (tenant_id, consumer) DO UPDATE
+   SET group_id = excluded.group_id, lag = excluded.lag, partitions = excluded.partitions,
+       sampled_at = excluded.sampled_at
+"""
+# Groups not seen for a few rounds are gone (their service removed, their
+# offsets expired): their rows go too.
+FORGET_STALE = """
+DELETE FROM handoff.consumer_lag WHERE sampled_at < now() - make_interval(secs => %(keep_s)s)
 """
 SAMPLED = """
 UPDATE handoff.lag_sampler

@@ -9,17 +9,16 @@ effects. The actions are the same functions as ``handoff quarantine`` and
 ``handoff effects resolve`` (run in a thread: they are blocking and rare),
 so every one is recorded in the entry's audit trail with who and why.
 
-Each form carries a token bound to the credential and the entry (as the
-document page's handoff form does): another site cannot post it.
+Each form is for one action on one entry and may be used once: it carries
+a nonce and a token only the signed-in session can make for that action
+and nonce (sessions.py), and the nonce is recorded when the form is used.
 """
 
 from __future__ import annotations
 
 import asyncio
-import hmac
 import logging
 import secrets
-import urllib.parse
 from collections.abc import Callable
 from datetime import datetime
 from typing import Any
@@ -38,11 +37,12 @@ from handoff.core.errors import (
 )
 from handoff.core.identity import Credential
 from handoff.core.settings import HandoffSettings
-from handoff.tracker import lag_sql
+from handoff.tracker import lag_sql, sessions
 from handoff.tracker import read_sql as q
+from handoff.tracker.forms import read_form
 from handoff.tracker.read_model import Query, Reader, ReadModel, Rows
+from handoff.tracker.sessions import Session
 from handoff.tracker.settings import TrackerSettings
-from handoff.tracker.ui_actions import form_token
 from handoff.tracker.views import _View
 
 log = logging.getLogger("handoff.tracker")
@@ -136,7 +136,7 @@ def _lag_unavailable(
 
 
 async def operate_view(
-    model: ReadModel, credential: Credential, tracker: TrackerSettings
+    model: ReadModel, credential: Credential | Session, tracker: TrackerSettings
 ) -> tuple[Reader, OperateView]:
     """One reader snapshot: the relay, lag as last sampled, quarantine, effects.
 
@@ -173,34 +173,32 @@ async def operate_view(
 # -- actions ---------------------------------------------------------------------------
 
 
-def action_token(credential: Credential, subject: str, nonce: str) -> str:
-    """The handoff form's token (ui_actions), bound to an operate subject instead."""
-    return form_token(credential, f"operate/{subject}", nonce)
+def new_form(session: Session, action: str) -> dict[str, str]:
+    """A one-time form for ``action`` (e.g. ``quarantine/7/retry``): a nonce, and a token
+    only this session can make for this action and nonce."""
+    nonce = secrets.token_hex(12)
+    return {"nonce": nonce, "token": sessions.form_token(session, f"operate/{action}/{nonce}")}
 
 
-def new_form(credential: Credential, subject: str) -> dict[str, str]:
-    nonce = secrets.token_hex(8)
-    return {"nonce": nonce, "token": action_token(credential, subject, nonce)}
-
-
-async def _form(request: Request, credential: Credential, subject: str) -> dict[str, str]:
-    raw = urllib.parse.parse_qs((await request.body()).decode(errors="replace"))
-    form = {k: (v[0] if v else "").strip() for k, v in raw.items()}
-    expected = action_token(credential, subject, form.get("nonce", ""))
-    if not form.get("nonce") or not hmac.compare_digest(expected, form.get("token", "")):
-        raise NotPermitted("this form was not issued to you for this entry; reload the page")
+async def _form(request: Request, session: Session, action: str) -> dict[str, str]:
+    """The posted form, if it was issued to this session for this very action and was
+    not used before (a replayed retry must not discard, nor retry twice)."""
+    form = await read_form(request)
+    nonce = form.get("nonce", "")
+    sessions.check_token(session, f"operate/{action}/{nonce}", form.get("token", ""))
     if not form.get("reason"):
         raise InvalidRequest("say why: the reason is recorded in the entry's audit trail")
+    await request.app.state.sessions.use_once(session, nonce)
     return form
 
 
 async def act_on_quarantine(
-    request: Request, credential: Credential, reader: Reader, entry_id: int, action: str
+    request: Request, session: Session, reader: Reader, entry_id: int, action: str
 ) -> str:
     """Retry or discard one of the signed-in service's quarantined events."""
     if action not in ("retry", "discard"):
         raise InvalidRequest("action must be retry or discard")
-    form = await _form(request, credential, f"quarantine/{entry_id}")
+    form = await _form(request, session, f"quarantine/{entry_id}/{action}")
     settings: HandoffSettings = request.app.state.settings
 
     def act() -> None:
@@ -215,11 +213,9 @@ async def act_on_quarantine(
     return f"quarantine entry {entry_id}: {'retry requested' if action == 'retry' else 'discarded'}"
 
 
-async def act_on_effect(
-    request: Request, credential: Credential, reader: Reader, intent_id: int
-) -> str:
+async def act_on_effect(request: Request, session: Session, reader: Reader, intent_id: int) -> str:
     """Resolve one of the signed-in service's unresolved effects."""
-    form = await _form(request, credential, f"effect/{intent_id}")
+    form = await _form(request, session, f"effect/{intent_id}/resolve")
     outcome = form.get("outcome", "")
     if outcome not in effects.DECISIONS:
         raise InvalidRequest(f"outcome must be one of {', '.join(effects.DECISIONS)}")

@@ -26,8 +26,9 @@ from handoff.core.db import translated
 from handoff.core.errors import CONTRACT_ERRORS, DocumentNotFound, InvalidRequest, Unauthenticated
 from handoff.core.identity import Credential
 from handoff.core.models import data_problem
-from handoff.tracker import cursors, flow
+from handoff.tracker import cursors, flow, session_sql
 from handoff.tracker import read_sql as q
+from handoff.tracker.sessions import Session
 from handoff.tracker.views import (
     CompletedDocument,
     CompletedPage,
@@ -77,19 +78,25 @@ class ReadModel:
         self.byte_order = byte_order
 
     async def read(
-        self, credential: Credential, *queries: Query[Any], repeatable: bool = False
+        self, credential: Credential | Session, *queries: Query[Any], repeatable: bool = False
     ) -> tuple[Reader, list[Any]]:
-        """Run ``queries`` in one reader transaction: who reads, and each query's answer."""
+        """Run ``queries`` in one reader transaction: who reads, and each query's answer.
+
+        ``credential`` is the API's bearer credential, or the web UI's session.
+        """
+        params: dict[str, Any]
+        if isinstance(credential, Session):
+            identity_sql, params = session_sql.READER, {"id_hash": credential.id_hash}
+        else:
+            identity_sql = q.READER_SESSION
+            params = {"role": credential.role, "secret_hash": credential.secret_hash}
         with translated(sent=False):
             async with self._pool.connection() as conn, conn.pipeline(), conn.transaction():
                 if repeatable:
                     await conn.execute(q.REPEATABLE_READ)
                 await conn.execute(q.AS_READER)
                 who = conn.cursor(row_factory=dict_row)
-                await who.execute(
-                    q.READER_SESSION,
-                    {"role": credential.role, "secret_hash": credential.secret_hash},
-                )
+                await who.execute(identity_sql, params)
                 sent = []
                 for query in queries:
                     cur = conn.cursor(row_factory=dict_row)
@@ -102,14 +109,14 @@ class ReadModel:
         reader = Reader(identity["tenant_id"], identity["service"])
         return reader, [query.answer(rows) for query, rows in zip(queries, results, strict=True)]
 
-    async def one(self, credential: Credential, query: Query[T]) -> T:
+    async def one(self, credential: Credential | Session, query: Query[T]) -> T:
         _, (answer,) = await self.read(credential, query)
         result: T = answer
         return result
 
     async def history(
         self,
-        credential: Credential,
+        credential: Credential | Session,
         document_id: str,
         run_id: int | None,
         limit: int,
@@ -122,7 +129,7 @@ class ReadModel:
         return history_page(state, entries, limit)
 
     async def pipeline(
-        self, credential: Credential, minutes: int = 15
+        self, credential: Credential | Session, minutes: int = 15
     ) -> tuple[Reader, PipelineView]:
         """The stages in flow order with their waiting work and pace: one snapshot."""
         if not 1 <= minutes <= 24 * 60:
@@ -136,7 +143,9 @@ class ReadModel:
         )
         return reader, pipeline_view(snapshot, edges, recent, quarantined, minutes)
 
-    async def trends(self, credential: Credential, window: Window) -> tuple[Reader, Trends]:
+    async def trends(
+        self, credential: Credential | Session, window: Window
+    ) -> tuple[Reader, Trends]:
         """Backlog, oldest age, arrivals and completions over the last hour or day."""
         span, bucket_s = WINDOWS[window]
         params = {"bucket_s": bucket_s, "span_s": span.total_seconds(), "owners": CHART_OWNERS}

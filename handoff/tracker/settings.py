@@ -53,6 +53,32 @@ class TrackerSettings(BaseSettings):
             "in forwarded_allow_ips that says so with X-Forwarded-Proto."
         ),
     ] = None
+    session_lifetime_s: Annotated[
+        float,
+        Field(
+            ge=60,
+            le=30 * 24 * 3600,
+            description="How long a web UI session lasts at most after sign-in.",
+        ),
+    ] = 12 * 3600.0
+    session_idle_s: Annotated[
+        float,
+        Field(
+            ge=60,
+            le=30 * 24 * 3600,
+            description="A web UI session unused this long ends (an open overview page "
+            "refreshes itself, and so keeps its session).",
+        ),
+    ] = 3600.0
+    metrics_token: Annotated[
+        str | None,
+        Field(
+            min_length=16,
+            description="When set, /metrics answers only requests with 'Authorization: "
+            "Bearer <this>'. Unset (the default), it is open, as Prometheus scrapes "
+            "expect: it carries counts and latencies, no documents or credentials.",
+        ),
+    ] = None
     forwarded_allow_ips: Annotated[
         str,
         Field(

@@ -2,8 +2,9 @@
 
 Pages: ``/`` (one card per owner, refreshing itself), ``/owners/{owner}``
 (oldest first, or overdue), ``/documents/{id}`` (where it is and its
-timeline), ``/search``, and sign-in with a service credential (kept in an
-HttpOnly cookie; the pages read only that credential's tenant).
+timeline), ``/search``, and sign-in with a service credential, which opens
+a session (sessions.py: the browser keeps an opaque id, never the
+credential; the pages read only that service's tenant).
 """
 
 from __future__ import annotations
@@ -34,10 +35,11 @@ from handoff.core.errors import (
 )
 from handoff.core.identity import Credential
 from handoff.core.models import Identifier, ServiceName
-from handoff.tracker import charts, operate, timeline, ui_actions
+from handoff.tracker import charts, operate, sessions, timeline, ui_actions
 from handoff.tracker import read_model as reads
-from handoff.tracker.auth import COOKIE
+from handoff.tracker.forms import read_form
 from handoff.tracker.read_model import ReadModel
+from handoff.tracker.sessions import COOKIE, SIGNIN_COOKIE, Session
 from handoff.tracker.settings import TrackerSettings
 
 router = APIRouter(include_in_schema=False)
@@ -94,19 +96,22 @@ def _signin_redirect(request: Request) -> RedirectResponse:
 def _page(
     request: Request, name: str, context: dict[str, Any], status_code: int = 200
 ) -> HTMLResponse:
+    session = sessions.from_cookie(request.cookies.get(COOKIE))
+    if session is not None and context.get("reader"):  # the header's sign-out form
+        context = {**context, "signout_token": sessions.form_token(session, "signout")}
     return templates.TemplateResponse(request, name, context, status_code=status_code)
 
 
-Page = Callable[[Credential], Awaitable[Response]]
+Page = Callable[[Session], Awaitable[Response]]
 
 
 async def _signed_in(request: Request, render: Page) -> Response:
-    """Run a page for the signed-in credential; errors become pages, not JSON."""
-    token = request.cookies.get(COOKIE)
-    if not token:
+    """Run a page for the signed-in session; errors become pages, not JSON."""
+    session = sessions.from_cookie(request.cookies.get(COOKIE))
+    if session is None:
         return _signin_redirect(request)
     try:
-        return await render(Credential.parse(token))
+        return await render(session)
     except Unauthenticated:
         return _signin_redirect(request)
     except DocumentNotFound as error:
@@ -150,8 +155,8 @@ def _valid(kind: TypeAdapter[str], value: str, what: str) -> str:
 
 @router.get("/", response_class=HTMLResponse)
 async def overview(request: Request) -> Response:
-    async def render(credential: Credential) -> Response:
-        reader, (snapshot,) = await _model(request).read(credential, reads.owners())
+    async def render(session: Session) -> Response:
+        reader, (snapshot,) = await _model(request).read(session, reads.owners())
         return _page(
             request,
             "overview.html",
@@ -165,8 +170,8 @@ async def overview(request: Request) -> Response:
 async def pipeline(request: Request) -> Response:
     """The stages in flow order: waiting, overdue, pace, oldest, quarantined."""
 
-    async def render(credential: Credential) -> Response:
-        reader, view = await _model(request).pipeline(credential)
+    async def render(session: Session) -> Response:
+        reader, view = await _model(request).pipeline(session)
         return _page(request, "pipeline.html", {"reader": reader, "view": view})
 
     return await _signed_in(request, render)
@@ -176,10 +181,10 @@ async def pipeline(request: Request) -> Response:
 async def trends(request: Request, window: str = "hour") -> Response:
     """Backlog and oldest age per owner, arrivals against completions, over time."""
 
-    async def render(credential: Credential) -> Response:
+    async def render(session: Session) -> Response:
         if window not in reads.WINDOWS:
             raise InvalidRequest("window must be hour or day")
-        reader, data = await _model(request).trends(credential, window)  # type: ignore[arg-type]
+        reader, data = await _model(request).trends(session, window)  # type: ignore[arg-type]
         start, end = data.since, data.as_of
         backlog = [
             charts.Series(o.owner, list(zip(o.at, o.assigned, strict=True))) for o in data.owners
@@ -220,14 +225,16 @@ async def trends(request: Request, window: str = "hour") -> Response:
 async def operate_page(request: Request) -> Response:
     """Relay backlog, consumer lag, quarantine and unresolved effects, with actions."""
 
-    async def render(credential: Credential) -> Response:
-        reader, view = await operate.operate_view(_model(request), credential, _settings(request))
-        forms = {
-            **{f"quarantine/{q.id}": operate.new_form(credential, f"quarantine/{q.id}")
-               for q in view.quarantine if q.consumer == reader.service},
-            **{f"effect/{x.id}": operate.new_form(credential, f"effect/{x.id}")
-               for x in view.unresolved_effects if x.owner == reader.service},
-        }  # fmt: skip
+    async def render(session: Session) -> Response:
+        reader, view = await operate.operate_view(_model(request), session, _settings(request))
+        # One form per action, each used once (operate.py).
+        actions = [
+            *(f"quarantine/{q.id}/{action}" for q in view.quarantine
+              if q.consumer == reader.service for action in ("retry", "discard")),
+            *(f"effect/{x.id}/resolve" for x in view.unresolved_effects
+              if x.owner == reader.service),
+        ]  # fmt: skip
+        forms = {action: operate.new_form(session, action) for action in actions}
         return _page(
             request,
             "operate.html",
@@ -245,9 +252,9 @@ async def operate_page(request: Request) -> Response:
 
 @router.post("/operate/quarantine/{entry_id}/{action}", response_class=HTMLResponse)
 async def operate_quarantine(request: Request, entry_id: int, action: str) -> Response:
-    async def act(credential: Credential) -> Response:
-        reader, _ = await _model(request).read(credential)
-        done = await operate.act_on_quarantine(request, credential, reader, entry_id, action)
+    async def act(session: Session) -> Response:
+        reader, _ = await _model(request).read(session)
+        done = await operate.act_on_quarantine(request, session, reader, entry_id, action)
         return RedirectResponse(f"/operate?done={urllib.parse.quote(done)}", status_code=303)
 
     return await _signed_in(request, act)
@@ -255,9 +262,9 @@ async def operate_quarantine(request: Request, entry_id: int, action: str) -> Re
 
 @router.post("/operate/effects/{intent_id}/resolve", response_class=HTMLResponse)
 async def operate_effect(request: Request, intent_id: int) -> Response:
-    async def act(credential: Credential) -> Response:
-        reader, _ = await _model(request).read(credential)
-        done = await operate.act_on_effect(request, credential, reader, intent_id)
+    async def act(session: Session) -> Response:
+        reader, _ = await _model(request).read(session)
+        done = await operate.act_on_effect(request, session, reader, intent_id)
         return RedirectResponse(f"/operate?done={urllib.parse.quote(done)}", status_code=303)
 
     return await _signed_in(request, act)
@@ -267,8 +274,8 @@ async def operate_effect(request: Request, intent_id: int) -> Response:
 async def owner_cards(request: Request) -> Response:
     """The overview's cards alone: what the page's refresh fetches."""
 
-    async def render(credential: Credential) -> Response:
-        snapshot = await _model(request).one(credential, reads.owners())
+    async def render(session: Session) -> Response:
+        snapshot = await _model(request).one(session, reads.owners())
         return _page(request, "_cards.html", {"snapshot": snapshot})
 
     return await _signed_in(request, render)
@@ -278,11 +285,11 @@ async def owner_cards(request: Request) -> Response:
 async def owner(
     request: Request, owner: str, view: str = "all", after: str | None = None
 ) -> Response:
-    async def render(credential: Credential) -> Response:
+    async def render(session: Session) -> Response:
         name = _valid(_OWNER, owner, "owner")
         listing = reads.owner_overdue if view == "overdue" else reads.owner_documents
         reader, (page, snapshot) = await _model(request).read(
-            credential, listing(name, 50, after), reads.owners()
+            session, listing(name, 50, after), reads.owners()
         )
         counts = next((c for c in snapshot.owners if c.owner == name), None)
         return _page(
@@ -304,11 +311,11 @@ async def owner(
 
 @router.get("/documents/{document_id}", response_class=HTMLResponse)
 async def document(request: Request, document_id: str, run: int | None = None) -> Response:
-    async def render(credential: Credential) -> Response:
+    async def render(session: Session) -> Response:
         doc_id = _valid(_DOCUMENT_ID, document_id, "document id")
         # One snapshot for the three (REPEATABLE READ): the timeline matches the state.
         reader, (doc, versions, rejected) = await _model(request).read(
-            credential,
+            session,
             reads.document(doc_id, run),
             reads.versions(doc_id, run, reads.MAX_PAGE, None),
             reads.rejections(doc_id, 50, None),
@@ -325,7 +332,7 @@ async def document(request: Request, document_id: str, run: int | None = None) -
                 "entries": timeline.of(versions, rejected.items),
                 "stages": timeline.stages(versions),
                 "now": datetime.now(doc.updated_at.tzinfo),
-                "form": ui_actions.new_form(credential, doc_id) if mine else None,
+                "form": ui_actions.new_form(session, doc_id) if mine else None,
                 "acted": request.query_params.get("acted"),
             },
         )
@@ -337,9 +344,9 @@ async def document(request: Request, document_id: str, run: int | None = None) -
 async def document_handoff(request: Request, document_id: str) -> Response:
     """The owner's decision from the document page, through the emit contract."""
 
-    async def act(credential: Credential) -> Response:
+    async def act(session: Session) -> Response:
         doc_id = _valid(_DOCUMENT_ID, document_id, "document id")
-        return await ui_actions.hand_off(request, credential, doc_id)
+        return await ui_actions.hand_off(request, session, doc_id)
 
     return await _signed_in(request, act)
 
@@ -366,7 +373,7 @@ async def rejections(
 ) -> Response:
     """Every rejected attempt of the tenant, newest first: where to look when a service is stuck."""
 
-    async def render(credential: Credential) -> Response:
+    async def render(session: Session) -> Response:
         only = reads.RejectionFilter(
             code.strip() or None,
             _valid(_OWNER, sender.strip(), "sender") if sender.strip() else None,
@@ -374,7 +381,7 @@ async def rejections(
             _when(until, "until"),
         )
         reader, (page,) = await _model(request).read(
-            credential, reads.rejections(None, 50, after, only)
+            session, reads.rejections(None, 50, after, only)
         )
         filters = {"code": code.strip(), "sender": sender.strip(), "since": since.strip(),
                    "until": until.strip()}  # fmt: skip
@@ -402,7 +409,7 @@ _FIND_FIELDS = ("idPrefix", "owner", "state", "status", "overdue", "assignedSinc
 async def find(request: Request, after: str | None = None) -> Response:
     """Find documents by id prefix, owner, state, status, deadline, assignment time and data."""
 
-    async def render(credential: Credential) -> Response:
+    async def render(session: Session) -> Response:
         form = {k: request.query_params.get(k, "").strip() for k in _FIND_FIELDS}
         owner = _valid(_OWNER, form["owner"], "owner") if form["owner"] else None
         sort = form["sort"] or ("assigned" if owner else "id")
@@ -420,7 +427,7 @@ async def find(request: Request, after: str | None = None) -> Response:
         )
         model = _model(request)
         reader, (page, snapshot) = await model.read(
-            credential, reads.find(only, 50, after, model.byte_order), reads.owners()
+            session, reads.find(only, 50, after, model.byte_order), reads.owners()
         )
         kept = {k: v for k, v in form.items() if v and k not in ("sort", "order")}
         return _page(
@@ -452,9 +459,9 @@ async def completed(
 ) -> Response:
     """Finished work, newest first, or found by the start of its id."""
 
-    async def render(credential: Credential) -> Response:
+    async def render(session: Session) -> Response:
         prefix = id_prefix.strip()[:200] or None
-        reader, (page,) = await _model(request).read(credential, reads.completed(50, after, prefix))
+        reader, (page,) = await _model(request).read(session, reads.completed(50, after, prefix))
         return _page(
             request,
             "completed.html",
@@ -470,6 +477,17 @@ async def completed(
     return await _signed_in(request, render)
 
 
+@router.get("/docs", response_class=HTMLResponse)
+async def swagger_ui(request: Request) -> Response:
+    """The API's interactive docs (Swagger UI), its assets served from a package."""
+    return _page(request, "docs.html", {"kind": "Swagger UI"})
+
+
+@router.get("/redoc", response_class=HTMLResponse)
+async def redoc(request: Request) -> Response:
+    return _page(request, "docs.html", {"kind": "ReDoc"})
+
+
 @router.get("/search")
 async def search(document_id: Annotated[str, Query(alias="documentId")] = "") -> Response:
     wanted = document_id.strip()
@@ -480,33 +498,57 @@ async def search(document_id: Annotated[str, Query(alias="documentId")] = "") ->
 
 @router.get("/signin", response_class=HTMLResponse)
 async def signin_form(request: Request, next: str = "/") -> Response:
-    return _page(request, "signin.html", {"next": _local(next), "error": None})
+    return _signin_page(request, _local(next), None, 200)
+
+
+def _signin_page(request: Request, target: str, error: str | None, status: int) -> Response:
+    """The sign-in form, with a fresh double-submit value in the form and a cookie."""
+    value = sessions.new_signin_value()
+    context = {"next": target, "error": error, "signin_value": value}
+    response = _page(request, "signin.html", context, status)
+    response.set_cookie(SIGNIN_COOKIE, value, httponly=True, samesite="strict",
+                        secure=_secure(request), max_age=3600, path="/signin")  # fmt: skip
+    return response
 
 
 @router.post("/signin", response_class=HTMLResponse)
 async def signin(request: Request) -> Response:
-    form = urllib.parse.parse_qs((await request.body()).decode(errors="replace"))
-    token = (form.get("credential") or [""])[0].strip()
-    target = _local((form.get("next") or ["/"])[0])
+    form = await read_form(request)
+    target = _local(form.get("next", "/"))
     try:
-        credential = Credential.parse(token)
-        await _model(request).read(credential)  # accepted, or Unauthenticated
+        sessions.check_signin_value(request.cookies.get(SIGNIN_COOKIE), form.get("signin", ""))
+        opened, _, _ = await request.app.state.sessions.open(
+            Credential.parse(form.get("credential", ""))
+        )
     except HandoffError as error:
-        return _page(request, "signin.html", {"next": target, "error": str(error)}, status_code=401)
+        status = 403 if isinstance(error, NotPermitted) else 401
+        return _signin_page(request, target, str(error), status)
+    settings = _settings(request)
     response = RedirectResponse(target, status_code=303)
     response.set_cookie(
         COOKIE,
-        credential.token,
+        opened.id,
         httponly=True,
         samesite="strict",
         secure=_secure(request),
-        max_age=12 * 3600,
+        max_age=int(settings.session_lifetime_s),
     )
+    response.delete_cookie(SIGNIN_COOKIE, path="/signin")
     return response
 
 
 @router.post("/signout")
-async def signout() -> Response:
+async def signout(request: Request) -> Response:
+    """End the session. Its form carries the session's token: no other site signs you out."""
+    session = sessions.from_cookie(request.cookies.get(COOKIE))
+    if session is not None:
+        form = await read_form(request)
+        try:
+            sessions.check_token(session, "signout", form.get("token", ""))
+        except NotPermitted as error:
+            return _page(request, "error.html", {"title": "Refused", "message": str(error),
+                                                 "back": "/"}, 403)  # fmt: skip
+        await request.app.state.sessions.end(session)
     response = RedirectResponse("/signin", status_code=303)
     response.delete_cookie(COOKIE)
     return response

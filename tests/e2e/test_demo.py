@@ -12,11 +12,12 @@ import psutil
 import psycopg
 
 from handoff.core.client import HandoffClient
+from handoff.core.identity import Credential
 from handoff.core.settings import HandoffSettings
 from handoff.stack.layout import pick_port
 from handoff.stack.local import LocalStack
 from handoff.stack.procs import wait_until
-from tests.fix_contract import serving
+from tests.fix_contract import serving, signed_in
 
 
 def readme_walkthrough(url: str, demo: dict[str, Any], settings: HandoffSettings) -> None:
@@ -69,9 +70,8 @@ def test_demo_runs_the_event_driven_pipeline_serves_and_stops_on_ctrl_c(
         assert wait_until(lambda: _paid(migrated, tenant) > 0, 120), log.read_text()[-4000:]
         owners = httpx.get(f"{url}/v1/owners", headers=viewer, timeout=10).json()["owners"]
         assert "review" in {o["owner"] for o in owners}
-        overview = httpx.get(
-            f"{url}/", cookies={"handoff_credential": demo["credentials"]["viewer"]}, timeout=10
-        )
+        with signed_in(url, Credential.parse(demo["credentials"]["viewer"])) as ui:
+            overview = ui.get("/")
         assert overview.status_code == 200 and "Where work is" in overview.text
         readme_walkthrough(url, demo, migrated)
         # Approved by a person, invoice-42 is paid by finalization through the ledger.

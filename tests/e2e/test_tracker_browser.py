@@ -298,8 +298,9 @@ def test_operate_retry_a_quarantined_event_from_the_page(
     sign_in(page, api_url, pipeline.demo.credentials["review"])
     page.goto(f"{api_url}/operate")
     expect(page.locator("[data-relay] [data-pending]")).to_be_visible()
-    row.locator("input[name=reason]").fill("amount added to the schema")
-    row.locator("button", has_text="Retry").click()
+    retry = row.locator("form[action$='/retry']")  # retry and discard: a form each
+    retry.locator("input[name=reason]").fill("amount added to the schema")
+    retry.locator("button", has_text="Retry").click()
     expect(page.locator("[data-done]")).to_contain_text("retry requested")
     expect(row).to_contain_text("retry asked")
     audit = admin.execute(

@@ -18,7 +18,6 @@ from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 from urllib.parse import quote
 
-import httpx
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -28,7 +27,7 @@ from handoff.core.identity import Credential
 from handoff.core.models import EARLIEST, LATEST
 from handoff.core.names import id_problem, label_problem
 from handoff.core.settings import HandoffSettings
-from tests.fix_contract import ServiceFactory
+from tests.fix_contract import ServiceFactory, signed_in
 from tests.fix_relay import Relays, consume
 
 ZONES = [
@@ -171,8 +170,8 @@ def test_every_accepted_value_reads_back_everywhere(
         direct.close()
         over_http.close()
 
-    cookie = {"handoff_credential": intake.token}  # the web UI reads with its cookie
-    with httpx.Client(base_url=api_url, headers=auth, cookies=cookie, timeout=30) as http:
+    # The web UI reads with its session; the API with the bearer header.
+    with signed_in(api_url, intake, headers=auth, timeout=30) as http:
         now = datetime.now(UTC)
         for case in batch:
             path = quote(case.document_id, safe="")

@@ -19,7 +19,7 @@ from handoff.core import HandoffClient
 from handoff.core.identity import Credential
 from handoff.core.settings import HandoffSettings
 from handoff.tracker import read_model as reads
-from tests.fix_contract import ServiceFactory
+from tests.fix_contract import ServiceFactory, signed_in
 
 NOW = datetime.now(UTC)
 
@@ -155,7 +155,7 @@ def test_a_walk_stopped_at_its_bound_continues_from_where_it_got(
 
 
 def test_the_page_lists_and_sorts(api_url: str, docs: Credential) -> None:
-    with httpx.Client(base_url=api_url, cookies={"handoff_credential": docs.token}) as ui:
+    with signed_in(api_url, docs) as ui:
         page = ui.get("/find", params={"owner": "review", "sort": "due"}).text
         assert page.index('data-document="inv-5"') < page.index('data-document="inv-1"')
         assert 'data-sort="assigned"' in page

@@ -18,7 +18,7 @@ from psycopg.conninfo import make_conninfo
 from handoff.core import HandoffClient, handoff_tx
 from handoff.core.identity import Credential
 from handoff.core.settings import HandoffSettings
-from tests.fix_contract import ServiceFactory
+from tests.fix_contract import ServiceFactory, signed_in
 
 FOLD = "SELECT handoff.fold_flow()"
 SAMPLE = "SELECT handoff.sample_owners(interval '0 seconds')"
@@ -191,8 +191,7 @@ def test_pages_show_the_stages_and_the_charts(
     api_url: str, invoices: dict[str, Credential], admin: psycopg.Connection[Any]
 ) -> None:
     _locked(admin, SAMPLE)
-    cookies = {"handoff_credential": invoices["review"].token}
-    with httpx.Client(base_url=api_url, cookies=cookies, timeout=10) as ui:
+    with signed_in(api_url, invoices["review"]) as ui:
         page = ui.get("/pipeline").text
         assert page.index('data-stage="routing"') < page.index('data-stage="review"')
         assert page.index('data-stage="review"') < page.index('data-stage="finalization"')

@@ -19,10 +19,9 @@ from handoff.core import HandoffClient
 from handoff.core.identity import Credential
 from handoff.core.settings import HandoffSettings
 from handoff.stack.procs import wait_until
-from handoff.tracker import operate
-from tests.fix_contract import ServiceFactory
-
-COOKIE = "handoff_credential"
+from handoff.tracker import operate, sessions
+from handoff.tracker.sessions import Session
+from tests.fix_contract import ServiceFactory, signed_in
 
 
 @pytest.fixture
@@ -62,9 +61,13 @@ def held(
 
 @pytest.fixture
 def ui(api_url: str, held: dict[str, Any]) -> Iterator[httpx.Client]:
-    cookies = {COOKIE: held["review"].token}
-    with httpx.Client(base_url=api_url, cookies=cookies, timeout=15) as client:
+    with signed_in(api_url, held["review"]) as client:
         yield client
+
+
+def _fresh(ui: httpx.Client, action: str) -> dict[str, str]:
+    """A valid, unused form of the signed-in session for ``action``, as a page would give."""
+    return operate.new_form(Session(ui.cookies[sessions.COOKIE]), action)
 
 
 def _auth(cred: Credential) -> dict[str, str]:
@@ -140,11 +143,15 @@ def test_the_owner_retries_its_quarantined_event_from_the_page_audited(
         (entry,),
     ).fetchall()
     assert audit[0] == ("review (tracker)", "retry requested", "fixed")
-    # Until the consumer has taken it again, a person may still give it up; after that,
-    # nothing is left to decide.
-    gone = ui.post(f"/operate/quarantine/{entry}/discard", data={**form, "reason": "moot"})
+    # Until the consumer has taken it again, a person may still give it up (the page
+    # offers it, with a form of its own); after that, nothing is left to decide.
+    page = ui.get("/operate").text
+    assert f"/operate/quarantine/{entry}/retry" not in page
+    discard = _form(page, f"/operate/quarantine/{entry}/discard")
+    gone = ui.post(f"/operate/quarantine/{entry}/discard", data={**discard, "reason": "moot"})
     assert gone.status_code == 303
-    again = ui.post(f"/operate/quarantine/{entry}/retry", data={**form, "reason": "x"})
+    again = ui.post(f"/operate/quarantine/{entry}/retry",
+                    data={**_fresh(ui, f"quarantine/{entry}/retry"), "reason": "x"})  # fmt: skip
     assert again.status_code == 409 and "already discarded" in again.text
 
 
@@ -173,20 +180,38 @@ def test_acting_on_another_services_entry_a_forged_form_or_no_reason_is_refused(
     ui: httpx.Client, held: dict[str, Any], admin: psycopg.Connection[Any]
 ) -> None:
     theirs = held["quarantine"]["billing"]
-    subject = f"quarantine/{theirs}"
-    # A well-formed token of the signed-in service, for an entry that is not its own.
-    token = operate.action_token(held["review"], subject, "n1")
-    refused = ui.post(f"/operate/quarantine/{theirs}/discard",
-                      data={"nonce": "n1", "token": token, "reason": "mine now"})  # fmt: skip
+    # A well-formed form of the signed-in session, for an entry that is not its own.
+    form = _fresh(ui, f"quarantine/{theirs}/discard")
+    refused = ui.post(f"/operate/quarantine/{theirs}/discard", data={**form, "reason": "mine"})
     assert refused.status_code == 403 and "only billing may act" in refused.text
     mine = held["quarantine"]["review"]
     forged = ui.post(f"/operate/quarantine/{mine}/discard",
                      data={"nonce": "n1", "token": "0" * 64, "reason": "x"})  # fmt: skip
     assert forged.status_code == 403
-    form = _form(ui.get("/operate").text, f"/operate/quarantine/{mine}/retry")
+    form = _form(ui.get("/operate").text, f"/operate/quarantine/{mine}/discard")
     silent = ui.post(f"/operate/quarantine/{mine}/discard", data={**form, "reason": " "})
     assert silent.status_code == 422 and "say why" in silent.text
+    # The retry form's token does not discard: each form is bound to its action.
+    retry = _form(ui.get("/operate").text, f"/operate/quarantine/{mine}/retry")
+    crossed = ui.post(f"/operate/quarantine/{mine}/discard", data={**retry, "reason": "x"})
+    assert crossed.status_code == 403
     statuses = admin.execute(
         "SELECT status FROM handoff.quarantine WHERE id = ANY(%s)", ([theirs, mine],)
     ).fetchall()
     assert statuses == [("open",), ("open",)]
+
+
+def test_an_operate_form_works_once(
+    ui: httpx.Client, held: dict[str, Any], admin: psycopg.Connection[Any]
+) -> None:
+    intent = held["effect"]
+    form = _form(ui.get("/operate").text, f"/operate/effects/{intent}/resolve")
+    body = {**form, "outcome": "retry", "reason": "look again"}
+    assert ui.post(f"/operate/effects/{intent}/resolve", data=body).status_code == 303
+    replayed = ui.post(f"/operate/effects/{intent}/resolve", data=body)
+    assert replayed.status_code == 403 and "used already" in replayed.text
+    history = admin.execute(
+        "SELECT count(*) FROM handoff.effect_history WHERE intent_id = %s AND actor = %s",
+        (intent, "review (tracker)"),
+    ).fetchone()
+    assert history == (1,)
