@@ -138,4 +138,4 @@ def test_http_status_codes_and_bodies(api_url: str, service: ServiceFactory) -> 
         headers={"Authorization": f"Bearer {boss}", "Content-Type": "application/json"},
         timeout=5,
     )
-    assert not_json.status_code == 422 and json.loads(not_json.text)["code"] == "InvalidRequest"
+    assert not_json.status_code == 400 and json.loads(not_json.text)["code"] == "MalformedJson"
