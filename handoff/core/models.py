@@ -25,7 +25,16 @@ from pydantic import (
 from pydantic.alias_generators import to_camel
 
 from handoff.core.errors import ContractError, InvalidRequest, contract_error
-from handoff.core.names import id_problem, label_problem, service_name_problem
+from handoff.core.names import (
+    ID_JSON_PATTERN,
+    ID_MAX,
+    LABEL_JSON_PATTERN,
+    LABEL_MAX,
+    SERVICE_NAME_JSON_PATTERN,
+    id_problem,
+    label_problem,
+    service_name_problem,
+)
 
 MAX_DATA_BYTES = 64 * 1024
 MAX_DATA_DEPTH = 32
@@ -132,16 +141,80 @@ def _small_object(value: dict[str, Any] | None) -> dict[str, Any] | None:
     return value
 
 
-ServiceName = Annotated[str, Strict(), AfterValidator(_checked(service_name_problem))]
-Identifier = Annotated[str, Strict(), AfterValidator(_checked(id_problem))]
-Status = Annotated[str, Strict(), AfterValidator(_checked(label_problem))]
+# The naming rule (core/names.py) in the OpenAPI document: a pattern and lengths, and
+# a named format for what a pattern cannot say (NFC, code points beyond the BMP).
+ServiceName = Annotated[
+    str,
+    Strict(),
+    AfterValidator(_checked(service_name_problem)),
+    Field(
+        json_schema_extra={
+            "pattern": SERVICE_NAME_JSON_PATTERN,
+            "minLength": 1,
+            "maxLength": 63,
+            "format": "handoff-name",
+        }
+    ),
+]
+Identifier = Annotated[
+    str,
+    Strict(),
+    AfterValidator(_checked(id_problem)),
+    Field(
+        json_schema_extra={
+            "pattern": ID_JSON_PATTERN, "minLength": 1, "maxLength": ID_MAX,
+            "format": "handoff-id",
+            "description": "1-200 characters in Unicode NFC, without whitespace, control, "
+            "format, private-use or non-characters and without '/'; not '.' or '..'",
+        }
+    ),
+]  # fmt: skip
+Status = Annotated[
+    str,
+    Strict(),
+    AfterValidator(_checked(label_problem)),
+    Field(
+        json_schema_extra={
+            "pattern": LABEL_JSON_PATTERN, "minLength": 1, "maxLength": LABEL_MAX,
+            "format": "handoff-label",
+            "description": "1-64 characters in Unicode NFC, as an id but spaces inside "
+            "and '/' allowed",
+        }
+    ),
+]  # fmt: skip
 EventType = Identifier
-Deadline = Annotated[datetime | None, BeforeValidator(parse_instant), AfterValidator(_aware)]
+_INSTANT_SCHEMA = Field(
+    json_schema_extra={
+        "pattern": RFC3339,
+        "description": "RFC 3339 with a time zone offset, from "
+        f"{EARLIEST.isoformat()} to {LATEST.isoformat()}",
+    }
+)
+Deadline = Annotated[
+    datetime | None, BeforeValidator(parse_instant), AfterValidator(_aware), _INSTANT_SCHEMA
+]
 # A time in a query (since, until, assignedSince, assignedUntil): the same strict form.
-Instant = Annotated[datetime, BeforeValidator(parse_instant), AfterValidator(_aware)]
-Data = Annotated[dict[str, Any] | None, AfterValidator(_small_object)]
-# Versions and runs are PostgreSQL integers; strict: "1" and true are not 1.
-Version = Annotated[int, Strict(), Field(ge=1, le=2**31 - 1)]
+Instant = Annotated[
+    datetime, BeforeValidator(parse_instant), AfterValidator(_aware), _INSTANT_SCHEMA
+]
+# Its schema in the OpenAPI document is written by hand (tracker/openapi.py, by this
+# mark): a JSON object whose strings have no NUL, which pydantic cannot derive.
+Data = Annotated[
+    dict[str, Any] | None,
+    AfterValidator(_small_object),
+    Field(json_schema_extra={"x-handoff-data": True}),
+]
+# Versions and runs are PostgreSQL integers; strict: "1", true and 2025.0 are not 1.
+Version = Annotated[
+    int,
+    Strict(),
+    Field(
+        ge=1,
+        le=2**31 - 1,
+        description="an integer from 1 to 2147483647, written without a fraction or exponent "
+        '(2025.0 and "2025" are refused)',
+    ),
+]
 
 
 class _Model(BaseModel):

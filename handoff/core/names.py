@@ -83,6 +83,36 @@ _ID_FORBIDDEN = re.compile(f"[{_char_class(FORBIDDEN_RANGES)}/]")
 _LABEL_FORBIDDEN = re.compile(f"[{_char_class(FORBIDDEN_RANGES[1:])}]")
 
 
+def _json_class(ranges: tuple[tuple[int, int], ...]) -> str:
+    """A regex character class body for JSON Schema (ECMA-262, no ``u`` flag): the
+    Basic Multilingual Plane's ranges, as ``\\uXXXX`` escapes both dialects read."""
+
+    def esc(code: int) -> str:
+        return f"\\u{code:04X}"
+
+    return "".join(
+        esc(lo) if lo == hi else f"{esc(lo)}-{esc(min(hi, 0xFFFF))}"
+        for lo, hi in ranges
+        if lo <= 0xFFFF
+    )
+
+
+# The naming rule as JSON Schema patterns, for the OpenAPI document. They state it
+# exactly but for what a regex cannot: NFC form, and the forbidden code points
+# outside the Basic Multilingual Plane (private use, non-characters, tags); the
+# functions above decide. Without lookarounds ("." and ".." by alternation).
+_ID_CHAR = f"[^{_json_class(FORBIDDEN_RANGES)}/]"
+_ID_FIRST = f"[^{_json_class(FORBIDDEN_RANGES)}/.]"
+ID_JSON_PATTERN = (
+    f"^(?:{_ID_FIRST}{_ID_CHAR}{{0,{ID_MAX - 1}}}|\\.{_ID_FIRST}{_ID_CHAR}{{0,{ID_MAX - 2}}}"
+    f"|\\.\\.{_ID_CHAR}{{1,{ID_MAX - 2}}})$"
+)
+_LABEL_CHAR = f"[^{_json_class(FORBIDDEN_RANGES[1:])}]"
+_LABEL_EDGE = f"[^{_json_class(FORBIDDEN_RANGES)}]"  # no space first or last
+LABEL_JSON_PATTERN = f"^{_LABEL_EDGE}(?:{_LABEL_CHAR}{{0,{LABEL_MAX - 2}}}{_LABEL_EDGE})?$"
+SERVICE_NAME_JSON_PATTERN = f"^{SERVICE_NAME_PATTERN}$"
+
+
 def service_name_problem(value: str) -> str | None:
     """Why ``value`` is not a valid tenant or service name, or None."""
     if _SERVICE_NAME.fullmatch(value) is None:

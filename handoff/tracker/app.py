@@ -22,7 +22,16 @@ import handoff
 from handoff.core.db import PING
 from handoff.core.errors import DatabaseUnavailable, Unauthenticated
 from handoff.core.settings import HandoffSettings, load_settings
-from handoff.tracker import emit_api, http_errors, lag_sampler, lag_sql, query_api, read_sql, ui
+from handoff.tracker import (
+    emit_api,
+    http_errors,
+    lag_sampler,
+    lag_sql,
+    openapi,
+    query_api,
+    read_sql,
+    ui,
+)
 from handoff.tracker.headers import SecurityHeaders
 from handoff.tracker.limits import BodyLimits
 from handoff.tracker.read_model import ReadModel
@@ -133,6 +142,7 @@ def create_app(
         description="Explicit service ownership of work: emit handoffs, query where work is.",
         lifespan=lifespan,
     )
+    app.openapi = lambda: openapi.document(app)  # type: ignore[method-assign]
     http_errors.install(app)
     app.add_middleware(
         BodyLimits, max_json_bytes=tracker.max_json_bytes, max_form_bytes=tracker.max_form_bytes

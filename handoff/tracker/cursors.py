@@ -1,20 +1,24 @@
-"""Opaque keyset cursors: the sort key of the last row of a page.
+"""Keyset cursors: the sort key of the last row of a page, in one documented format.
 
-A cursor is base64url (no padding) of a small JSON array; clients pass it
-back as ``after`` unchanged. Decoding is strict, because a cursor's parts
-become statement parameters: each part must have exactly the JSON type
-its listing gave out (``true`` is not a number, ``1.0`` is not an integer),
-ids within the naming rule's length, numbers and times within the range the
-database and Python can hold. Anything else is InvalidRequest (422).
+A cursor is ``<number>`` or ``<number>/<document id>``: the number is a
+version or a rejection id, microseconds since the Unix epoch, or a run,
+as the listing sorts; the document id follows the first ``/``. Clients pass
+a page's ``next`` back as ``after`` unchanged; the format is declared in the
+OpenAPI document (``PATTERN``), and every string that matches it is a valid
+position: a number beyond what a listing holds is a position before or
+after every row (it is clamped), so nothing that fits the pattern is
+refused, and nothing that does not (a sign or digit too many, a NUL, more
+than 200 characters of id) is accepted (422).
+
+Why a textual form and not base64 of JSON: JSON's types let a crafted cursor
+pass ``true`` where a number belongs (Python's bool is an int), which reached
+PostgreSQL as ``bigint < boolean``; a regex states this format exactly.
 """
 
 from __future__ import annotations
 
-import base64
-import binascii
+import re
 from datetime import UTC, datetime
-
-import orjson
 
 from handoff.core.errors import InvalidRequest
 from handoff.core.micros import from_micros, to_micros
@@ -24,78 +28,39 @@ from handoff.core.names import ID_MAX
 START_AT = datetime(1, 1, 1, tzinfo=UTC)
 END_AT = datetime(9999, 12, 31, tzinfo=UTC)
 _MICROS = (to_micros(START_AT), to_micros(END_AT))
-NUMBER_MAX = 2**62  # ids and versions stay below it (bigint), and so do cursors
+NUMBER_MAX = 2**62  # ids and versions stay below it (bigint)
 RUN_MAX = 2**31 - 1
-MAX_LENGTH = 400  # characters of an ``after`` parameter (documented in the API)
+DIGITS = 19  # at most: every bigint id and every microsecond of year 9999 fit
+PATTERN = f"^-?[0-9]{{1,{DIGITS}}}(/[^\\u0000]{{0,{ID_MAX}}})?$"
+MAX_LENGTH = 1 + DIGITS + 1 + ID_MAX
 FORMAT = (
-    "an opaque string of at most 400 characters: pass the `next` of the previous page "
-    "unchanged (base64url of a small JSON array)"
+    "the `next` of the previous page, unchanged: `<number>` or `<number>/<document id>` "
+    "(a version or id, microseconds since the epoch, or a run, as the listing sorts)"
 )
+_CURSOR = re.compile(PATTERN)
 
 
-def _encode(parts: list[object]) -> str:
-    return base64.urlsafe_b64encode(orjson.dumps(parts)).rstrip(b"=").decode()
+def _parts(text: str) -> tuple[int, str]:
+    if len(text) > MAX_LENGTH or _CURSOR.match(text) is None:
+        raise InvalidRequest(f"after: {text[:40]!r} is not a cursor: {FORMAT}")
+    number, _, document_id = text.partition("/")
+    return int(number), document_id
 
 
-def _not_ours(text: str) -> InvalidRequest:
-    return InvalidRequest(f"after: {text[:40]!r} is not a cursor this listing gave out")
-
-
-def _decode(text: str, shape: tuple[type, ...]) -> list[object]:
-    """The parts of a cursor of ``shape`` (exact JSON types), or InvalidRequest."""
-    if len(text) > MAX_LENGTH:
-        raise _not_ours(text)
-    try:
-        value = orjson.loads(base64.urlsafe_b64decode(text + "=" * (-len(text) % 4)))
-    except (binascii.Error, ValueError) as exc:
-        raise _not_ours(text) from exc
-    # type() and not isinstance(): bool is a subclass of int in Python.
-    if (
-        not isinstance(value, list)
-        or len(value) != len(shape)
-        or any(type(part) is not kind for part, kind in zip(value, shape, strict=True))
-    ):
-        raise _not_ours(text)
-    return value
-
-
-def _within(text: str, value: object, low: int, high: int) -> int:
-    assert isinstance(value, int)
-    if not low <= value <= high:
-        raise _not_ours(text)
-    return value
-
-
-def _document(text: str, value: object) -> str:
-    assert isinstance(value, str)
-    if len(value) > ID_MAX:
-        raise _not_ours(text)
-    return value
+def _clamp(value: int, low: int, high: int) -> int:
+    return min(max(value, low), high)
 
 
 def time_key(at: datetime, document_id: str) -> str:
-    """Cursor after (timestamp, document id): owner and overdue pages."""
-    return _encode([to_micros(at), document_id])
+    """Cursor after (timestamp, document id): owner and overdue pages, completed work."""
+    return f"{to_micros(at)}/{document_id}"
 
 
 def parse_time_key(text: str | None) -> tuple[datetime, str]:
     if text is None:
         return START_AT, ""
-    micros, document_id = _decode(text, (int, str))
-    at = from_micros(_within(text, micros, *_MICROS))
-    return at, _document(text, document_id)
-
-
-def number_key(value: int) -> str:
-    """Cursor after a number: history versions, rejection ids."""
-    return _encode([value])
-
-
-def parse_number_key(text: str | None, start: int) -> int:
-    if text is None:
-        return start
-    (number,) = _decode(text, (int,))
-    return _within(text, number, 0, NUMBER_MAX - 1)
+    micros, document_id = _parts(text)
+    return from_micros(_clamp(micros, *_MICROS)), document_id
 
 
 def parse_time_key_desc(text: str | None) -> tuple[datetime, str]:
@@ -103,13 +68,25 @@ def parse_time_key_desc(text: str | None) -> tuple[datetime, str]:
     return (END_AT, "") if text is None else parse_time_key(text)
 
 
+def number_key(value: int) -> str:
+    """Cursor after a number: history versions, rejection ids."""
+    return str(value)
+
+
+def parse_number_key(text: str | None, start: int) -> int:
+    if text is None:
+        return start
+    number, _ = _parts(text)
+    return _clamp(number, 0, NUMBER_MAX - 1)
+
+
 def id_key(document_id: str, run_id: int) -> str:
     """Cursor after (document id, run): listings in id order."""
-    return _encode([document_id, run_id])
+    return f"{run_id}/{document_id}"
 
 
 def parse_id_key(text: str | None) -> tuple[str, int]:
     if text is None:
         return "", 0
-    document_id, run_id = _decode(text, (str, int))
-    return _document(text, document_id), _within(text, run_id, 0, RUN_MAX)
+    run_id, document_id = _parts(text)
+    return document_id, _clamp(run_id, 0, RUN_MAX)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import time
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Path, Request
+from fastapi import APIRouter, Depends, Path, Request
 from fastapi.responses import JSONResponse
 from prometheus_client import Counter, Histogram
 from psycopg_pool import AsyncConnectionPool
@@ -22,8 +22,9 @@ from handoff.core.identity import Caller, Credential
 from handoff.core.models import CreateRequest, HandoffRequest, Identifier, Receipt, StartRunRequest
 from handoff.core.retry import CONFLICTS
 from handoff.tracker.auth import Writer
+from handoff.tracker.params import declared_query_only
 
-router = APIRouter(prefix="/v1", tags=["emit"])
+router = APIRouter(prefix="/v1", tags=["emit"], dependencies=[Depends(declared_query_only)])
 
 EMITS = Counter("handoff_emits_total", "Emit requests by kind and outcome code", ["kind", "code"])
 EMIT_SECONDS = Histogram(
@@ -35,7 +36,10 @@ EMIT_SECONDS = Histogram(
 
 
 RESPONSES: dict[int | str, dict[str, Any]] = {
-    200: {"description": "identical retry: the original receipt"},
+    200: {
+        "description": "identical retry: the original receipt",
+        "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Receipt"}}},
+    },
     401: {"description": "missing or unknown credential (code Unauthenticated)"},
     403: {"description": "SenderMismatch or NotPermitted"},
     404: {"description": "DocumentNotFound"},

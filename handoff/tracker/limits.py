@@ -40,14 +40,14 @@ class BodyLimits:
         kind = headers.get("content-type", "").split(";")[0].strip().lower()
         limit = self.max_form_bytes if kind in FORMS else self.max_json_bytes
         length = headers.get("content-length")
+        rid = scope.get("state", {}).get("request_id", "")  # RequestIds runs first
         if length is not None and (not length.isascii() or not length.isdigit()):
-            await JSONResponse(
-                {"code": "InvalidRequest", "message": "Content-Length is not a number"}, 400
-            )(scope, receive, send)
+            body = {"code": "InvalidRequest", "message": "Content-Length is not a number"}
+            await JSONResponse({**body, "requestId": rid}, 400)(scope, receive, send)
             return
         if length is not None and int(length) > limit:
-            answer = JSONResponse({"code": CODE, "message": _too_large(limit)}, 413,
-                                  headers={"Connection": "close"})  # fmt: skip
+            body = {"code": CODE, "message": _too_large(limit), "requestId": rid}
+            answer = JSONResponse(body, 413, headers={"Connection": "close"})
             await answer(scope, receive, send)
             return
         taken = 0

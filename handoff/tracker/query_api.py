@@ -11,13 +11,15 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Path, Query, Request
+from fastapi import APIRouter, Depends, Path, Query, Request
 from prometheus_client import Histogram
 
+from handoff.core.errors import CONTRACT_ERRORS
 from handoff.core.models import INSTANT_HINT, Identifier, Instant, ServiceName
 from handoff.tracker import cursors, operate
 from handoff.tracker import read_model as reads
 from handoff.tracker.auth import Reader
+from handoff.tracker.params import declared_query_only
 from handoff.tracker.read_model import MAX_PAGE, ReadModel
 from handoff.tracker.views import (
     CompletedPage,
@@ -31,7 +33,7 @@ from handoff.tracker.views import (
     Trends,
 )
 
-router = APIRouter(prefix="/v1", tags=["query"])
+router = APIRouter(prefix="/v1", tags=["query"], dependencies=[Depends(declared_query_only)])
 
 READ_SECONDS = Histogram(
     "handoff_read_seconds",
@@ -59,13 +61,14 @@ NOT_FOUND: dict[int | str, dict[str, Any]] = {
     404: {"description": "DocumentNotFound (also for another tenant's documents)"},
 }
 
+NO_NUL = "^[^\\u0000]*$"  # PostgreSQL text holds no NUL: free text is without it
 Limit = Annotated[int, Query(ge=1, le=MAX_PAGE, description=f"page size, 1-{MAX_PAGE}")]
 After = Annotated[
     str | None,
     Query(
         max_length=cursors.MAX_LENGTH,
-        pattern="^[A-Za-z0-9_-]+$",
-        description=f"the `next` cursor of the previous page: {cursors.FORMAT}",
+        pattern=cursors.PATTERN,
+        description=f"where the page starts: {cursors.FORMAT}",
     ),
 ]
 Since = Annotated[Instant | None, Query(description=f"at or after; {INSTANT_HINT}")]
@@ -161,7 +164,12 @@ async def rejections(
     caller: Reader,
     document_id: Annotated[Identifier | None, Query(alias="documentId")] = None,
     code: Annotated[
-        str | None, Query(description="Only this code, e.g. VersionMismatch", max_length=64)
+        str | None,
+        Query(
+            description="Only this code, e.g. VersionMismatch",
+            max_length=64,
+            json_schema_extra={"enum": sorted(CONTRACT_ERRORS)},
+        ),
     ] = None,
     sender: Annotated[ServiceName | None, Query(description="Only this sender")] = None,
     since: Since = None,
@@ -189,6 +197,7 @@ async def completed(
             alias="idPrefix",
             min_length=1,
             max_length=200,
+            pattern=NO_NUL,
             description="Only documents whose id starts with this (then in id order)",
         ),
     ] = None,
@@ -243,16 +252,20 @@ async def trends(
 async def find(
     request: Request,
     caller: Reader,
-    id_prefix: Annotated[str, Query(alias="idPrefix", max_length=200)] = "",
+    id_prefix: Annotated[str, Query(alias="idPrefix", max_length=200, pattern=NO_NUL)] = "",
     owner: Annotated[ServiceName | None, Query(description="Only this owner's work")] = None,
     state: Annotated[reads.State, Query(description="active, completed or any")] = "active",
-    status: Annotated[str | None, Query(max_length=100)] = None,
+    status: Annotated[str | None, Query(max_length=100, pattern=NO_NUL)] = None,
     overdue: Annotated[bool, Query(description="Only work past its deadline")] = False,
     assigned_since: Annotated[Since, Query(alias="assignedSince")] = None,
     assigned_until: Annotated[Until, Query(alias="assignedUntil")] = None,
     data: Annotated[
         str | None,
-        Query(max_length=2000, description='JSON the data must contain, e.g. {"amount": 50}'),
+        Query(
+            max_length=2000,
+            pattern=NO_NUL,
+            description='JSON text of an object the data must contain, e.g. {"amount": 50}',
+        ),
     ] = None,
     sort: Annotated[reads.Sort, Query(description="id; assigned or due need an owner")] = "id",
     order: Annotated[str, Query(pattern="^(asc|desc)$")] = "asc",

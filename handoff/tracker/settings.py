@@ -109,9 +109,11 @@ class TrackerSettings(BaseSettings):
         Field(
             ge=1024,
             le=1024 * 1024,
-            description="Largest request line and headers; more is answered 431.",
+            description="Largest request line and headers; more is answered 431. The "
+            "default holds the longest query the API takes (a 2,000-character Find filter, "
+            "percent-encoded).",
         ),
-    ] = 16 * 1024
+    ] = 64 * 1024
     header_timeout_s: Annotated[
         float,
         Field(

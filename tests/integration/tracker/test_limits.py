@@ -163,8 +163,8 @@ def test_a_connection_that_sends_nothing_is_closed(url: str) -> None:
 
 
 def test_a_huge_head_is_431(url: str) -> None:
-    head = b"GET /healthz HTTP/1.1\r\nHost: x\r\n" + b"X-Big: " + b"y" * 20_000 + b"\r\n\r\n"
+    head = b"GET /healthz HTTP/1.1\r\nHost: x\r\n" + b"X-Big: " + b"y" * 70_000 + b"\r\n\r\n"
     assert _status(_raw(url, head)) == 431
-    many = b"GET /healthz HTTP/1.1\r\nHost: x\r\n" + b"X-A: 1\r\n" * 3000 + b"\r\n"
+    many = b"GET /healthz HTTP/1.1\r\nHost: x\r\n" + b"X-A: 1\r\n" * 9000 + b"\r\n"
     assert _status(_raw(url, many)) == 431
     assert httpx.get(f"{url}/healthz").status_code == 200
