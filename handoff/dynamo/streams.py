@@ -128,11 +128,7 @@ class StreamReader:
     def _produce(self, payload: dict[str, Any]) -> None:
         value = encode(self.schema, self.schema_id, to_record(payload, self.schema.version))
         key = f"{payload['tenantId']}/{payload['documentId']}".encode()
-        self.producer.produce(
-            self.topic, value=value, key=key,
-            headers=headers(payload["eventType"], payload.get("owner"), payload["tenantId"],
-                            payload["version"]),
-        )  # fmt: skip
+        self.producer.produce(self.topic, value=value, key=key, headers=headers(payload))
 
 
 def _depth(parents: dict[str, str | None], shard: str) -> int:

@@ -103,11 +103,13 @@ def register_schemas(registry_url: str, topics: list[str]) -> tuple[EventSchema,
     return versions[-1], ids
 
 
-def headers(event_type: str, owner: str | None, tenant: str, version: int) -> list[Any]:
-    """[EventBridge rule / Pipe filter] without decoding the value."""
+def headers(payload: dict[str, Any]) -> list[Any]:
+    """[EventBridge rule / Pipe filter] without decoding the value; ``eventId`` so that a
+    consumer or a tool can deduplicate without decoding either."""
     return [
-        ("eventType", event_type.encode()),
-        ("owner", (owner or "").encode()),
-        ("tenant", tenant.encode()),
-        ("version", str(version).encode()),
+        ("eventId", payload["eventId"].encode()),
+        ("eventType", payload["eventType"].encode()),
+        ("owner", (payload.get("owner") or "").encode()),
+        ("tenant", payload["tenantId"].encode()),
+        ("version", str(payload["version"]).encode()),
     ]

@@ -347,7 +347,7 @@ class Relay:
                 topic,
                 value,
                 f"{row.tenant_id}/{row.document_id}".encode(),
-                headers(row.event_type, owner, row.tenant_id, row.version),
+                headers(row.payload),
             )
             sent.append((row, value))
         unsettled = self.producer.flush(self.config.delivery_timeout_s + 5)

@@ -48,6 +48,7 @@ def _events(settings: HandoffSettings, topic: str, tenant: str) -> list[Event]:
             assert headers["eventType"] == event.event_type and headers["owner"] == (
                 event.owner or ""
             )
+            assert headers["eventId"] == event.event_id
             found.append(event)
     finally:
         reader.close()

@@ -139,6 +139,7 @@ def test_consumer_gets_the_full_envelope(
     assert last["completed"] and last["owner"] is None and last["completedAt"] is not None
     assert last["eventId"] == "finish-env-0"
     assert second["_headers"] == {
+        "eventId": second["eventId"].encode(),  # deduplicate without decoding
         "eventType": b"handed",
         "owner": b"beta",
         "tenant": tenant.encode(),
