@@ -8,6 +8,7 @@ layer logs it with the request id and never sends it.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -49,6 +50,37 @@ def raise_if_lost(conn: psycopg.Connection[Any], exc: BaseException) -> None:
     so the caller reconnects and takes the work again."""
     if conn.broken or conn.closed:
         raise DatabaseUnavailable(f"the database session broke: {exc}") from exc
+
+
+def login_problem(exc: BaseException) -> DatabaseUnavailable | None:
+    """What to tell a person when connecting failed (psycopg's error, or SQLAlchemy's
+    around it, as alembic raises it); None when ``exc`` is not a failed connection.
+
+    For the CLI: a wrong password or a stopped server is a setting to fix, said in
+    one line, not a traceback."""
+    found: BaseException | None = exc
+    while found is not None and not isinstance(found, psycopg.OperationalError):
+        found = getattr(found, "orig", None) or found.__cause__
+    if found is None:
+        return None
+    text = str(found)
+    target = "PostgreSQL"
+    where = re.search(r'server at "([^"]+)", port (\d+)', text)
+    if where:
+        target = f"PostgreSQL at {where.group(1)}:{where.group(2)}"
+    user = re.search(r'for user "([^"]+)"', text)
+    if "password authentication failed" in text:
+        who = f" as {user.group(1)!r}" if user else ""
+        why = f"{target} refused the login{who}: wrong password"
+    elif "does not exist" in text:
+        why = f"{target} refused the login: {_primary(found)}"
+    elif "Connection refused" in text or "could not connect" in text or "timeout" in text:
+        why = f"{target} is not reachable (is it running? `handoff stack up` starts the local one)"
+    else:
+        why = f"could not connect to {target}: {_primary(found)}"
+    return DatabaseUnavailable(
+        f'{why}. Check HANDOFF_DATABASE_URL; for the local stack: eval "$(handoff stack env)"'
+    )
 
 
 @contextmanager

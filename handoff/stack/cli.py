@@ -497,10 +497,18 @@ def demo(
 
 
 def main() -> None:
+    from handoff.core.db import login_problem
+
     try:
         app()
     except HandoffError as exc:
         console.print(f"[red]error[/red] ({exc.code}): {exc}", highlight=False)
+        sys.exit(1)
+    except Exception as exc:
+        problem = login_problem(exc)  # a failed connection is a setting to fix
+        if problem is None:
+            raise
+        console.print(f"[red]error[/red] ({problem.code}): {problem}", highlight=False)
         sys.exit(1)
     except ValidationError as exc:
         console.print(f"[red]invalid setting[/red]: {exc}", highlight=False)
