@@ -179,8 +179,10 @@ class Runtime:
 
     def _kafka(self) -> KafkaConsumer:
         group = self.config.group or f"handoff.{self.tenant}.{self.app.name}"
+        static = {"group.instance.id": self.config.instance_id} if self.config.instance_id else {}
         consumer = KafkaConsumer(
             {
+                **static,
                 "bootstrap.servers": self.settings.kafka_bootstrap,
                 "group.id": group,
                 "client.id": f"handoff-{self.app.name}-{os.getpid()}",

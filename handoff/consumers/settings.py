@@ -82,9 +82,24 @@ class ConsumerSettings(BaseSettings):
             ge=6,
             le=1800,
             description="Kafka group session timeout: how long a crashed process keeps its "
-            "partitions before the group gives them to another (the broker allows 6 s and up).",
+            "partitions before the group gives them to another (the broker allows 6 s and up). "
+            "Heartbeats come from librdkafka's own thread, not from the poll loop, so a slow "
+            "handler does not end a session; 10 s (Kafka's own default is 45) lets a killed "
+            "process's partitions move on soon. With INSTANCE_ID, set it longer than a restart.",
         ),
-    ] = 45.0
+    ] = 10.0
+    instance_id: Annotated[
+        str | None,
+        Field(
+            min_length=1,
+            max_length=200,
+            pattern=r"^[A-Za-z0-9._-]+$",
+            description="Static membership (Kafka group.instance.id), unique per process of "
+            "the group, stable across its restarts: a process that comes back within the "
+            "session timeout keeps its partitions without a rebalance. The cost: one that does "
+            "not come back holds them for the whole session timeout. Unset: dynamic membership.",
+        ),
+    ] = None
     commit_interval_s: Annotated[
         float,
         Field(

@@ -62,6 +62,13 @@ def consume(
     topic: Annotated[
         list[str] | None, typer.Option(help="Topic to read (repeat for several).")
     ] = None,
+    instance_id: Annotated[
+        str | None,
+        typer.Option(
+            help="Static group membership: a stable id per process (e.g. review-1); a "
+            "restart within the session timeout keeps its partitions without a rebalance."
+        ),
+    ] = None,
     reader_schema: Annotated[
         int | None, typer.Option(help="Read events as this schema version (default newest).")
     ] = None,
@@ -99,6 +106,7 @@ def consume(
         "concurrency": concurrency,
         "group": group,
         "topics": topic or None,
+        "instance_id": instance_id,
         "reader_schema_version": reader_schema,
     }
     config = ConsumerSettings(**{k: v for k, v in overrides.items() if v is not None})

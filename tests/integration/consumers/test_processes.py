@@ -398,3 +398,33 @@ def test_an_event_that_kills_its_consumer_runs_max_deliveries_times_then_is_quar
     assert deaths == runs, f"the crashing handler ran {deaths} times, not {runs}"
     assert f"stopped {max_deliveries} time(s)" in entry["error"]
     _exactly_once(admin, tenant, 18)
+
+
+def test_static_membership_a_killed_process_comes_back_as_the_same_member(
+    relays: Relays,
+    consumers: Consumers,
+    service: Callable[..., Credential],
+    admin: psycopg.Connection[Any],
+    tenant: str,
+    migrated: Any,
+) -> None:
+    """[Kafka group.instance.id] The process joins as a static member; killed and started
+    again with the same id it takes its partitions back and nothing is lost or doubled."""
+    from confluent_kafka.admin import AdminClient
+
+    creator, review = service("creator", can_create=True), service("review")
+    _create(creator, 60)
+    relays.run_once()
+    slow = {"TEST_CONSUMER_SLEEP_S": "0.05", "HANDOFF_CONSUMER_SESSION_TIMEOUT_S": "30"}
+    first = consumers.start("review", review, "--instance-id", "review-1", "--batch-size", "5",
+                            **slow)  # fmt: skip
+    assert wait_until(lambda: len(effects(admin, tenant)) >= 10, 60)
+    group = f"handoff.{tenant}.review"
+    admin_client = AdminClient({"bootstrap.servers": migrated.kafka_bootstrap})
+    described = admin_client.describe_consumer_groups([group])[group].result(timeout=15)
+    assert [m.group_instance_id for m in described.members] == ["review-1"]
+    first.kill()
+    first.wait(10)
+    consumers.start("review", review, "--instance-id", "review-1", "--batch-size", "5")
+    wait_effects(admin, tenant, 60)
+    _exactly_once(admin, tenant, 60)
