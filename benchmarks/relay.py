@@ -98,7 +98,7 @@ def drain(home: str, topic: str, rows: int) -> DrainResult:
 def bare_loop(settings: HandoffSettings, topic: str, rows: int) -> float:
     """Events per second of a producer alone, on pre-serialised records.
 
-    The same Kafka work as the relay's (key, value, the four headers, the
+    The same Kafka work as the relay's (key, value, the five headers, the
     producer settings); none of its database or encoding work.
     """
     schema = current_schema()
@@ -116,7 +116,7 @@ def bare_loop(settings: HandoffSettings, topic: str, rows: int) -> float:
             (
                 f"bare/doc-{i}".encode(),
                 encode(schema, 1, to_record(payload, 2)),
-                headers("handed", f"o{i % 50}", "bare", 1),
+                headers(payload),
             )
         )
     producer: Producer = relay_producer(

@@ -182,9 +182,10 @@ class Wire:
     ) -> None:
         if self._producer is None:
             self._producer = Producer({"bootstrap.servers": self.settings.kafka_bootstrap})
-        self._producer.produce(
-            self.topic, value, key.encode(), headers=headers(event_type, owner, tenant, 1)
-        )
+        # The relay's headers, for a message made by hand (its event id is the key's).
+        made = {"eventId": key, "eventType": event_type, "owner": owner, "tenantId": tenant,
+                "version": 1}  # fmt: skip
+        self._producer.produce(self.topic, value, key.encode(), headers=headers(made))
         assert self._producer.flush(30) == 0
 
 

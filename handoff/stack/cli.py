@@ -15,7 +15,7 @@ from handoff.core.client import HandoffClient
 from handoff.core.errors import HandoffError
 from handoff.core.settings import default_home, load_settings
 from handoff.stack.cli_audit import audit, backlog
-from handoff.stack.cli_common import YesOpt, _admin, _confirm, console
+from handoff.stack.cli_common import JsonOpt, YesOpt, _admin, _confirm, console, print_json
 from handoff.stack.cli_consumers import consume, quarantine_app
 from handoff.stack.cli_data import projection_app, retention_app
 from handoff.stack.cli_dynamodb import dynamodb_relay, export_app, import_app
@@ -162,12 +162,18 @@ def service_list(
     tenant: Annotated[
         str | None, typer.Option("--tenant", help="Only this tenant (default: all).")
     ] = None,
+    as_json: JsonOpt = False,
 ) -> None:
     """Registered services: tenant, role, whether they may create, state, documents owned."""
+    import dataclasses
+
     from handoff.core.services import list_services
 
     with _admin() as conn:
         found = list_services(conn, tenant)
+    if as_json:
+        print_json([dataclasses.asdict(s) for s in found])
+        return
     table = Table(title="Handoff services")
     for column in ("tenant", "service", "role", "creates", "state", "owns", "created"):
         table.add_column(column)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import signal
@@ -11,7 +12,7 @@ from typing import Annotated, Any
 
 import typer
 
-from handoff.stack.cli_common import _admin, cell, console, print_rows
+from handoff.stack.cli_common import JsonOpt, _admin, cell, console, print_json, print_rows
 
 log = logging.getLogger("handoff.audit")
 
@@ -183,6 +184,7 @@ def backlog(
     show_all: Annotated[
         bool, typer.Option("--all", help="Also consumer groups with no backlog and no traffic.")
     ] = False,
+    as_json: JsonOpt = False,
 ) -> None:
     """The recovery budget: arrival, completion, backlog, oldest pending age and drain time
     for the relay and each consumer (or, with --experiment, capacity per worker count)."""
@@ -202,6 +204,9 @@ def backlog(
     idle = [b for b in budgets[1:] if not (b.backlog or b.arrival_per_s or b.completion_per_s)]
     if not show_all:
         budgets = [b for b in budgets if b not in idle]
+    if as_json:
+        print_json([{**dataclasses.asdict(b), "drain_s": b.drain_s} for b in budgets])
+        return
     print_rows(
         "recovery budget (drain = backlog / (completion - arrival))",
         ("who", "backlog", "arrival /s", "completion /s", "applied /s", "oldest pending s",

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import sys
-from datetime import datetime
+from datetime import datetime, timedelta
+from decimal import Decimal
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
@@ -17,6 +19,9 @@ if TYPE_CHECKING:
 console = Console(stderr=True)
 
 YesOpt = Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")]
+JsonOpt = Annotated[
+    bool, typer.Option("--json", help="Print JSON on stdout, for scripts, instead of a table.")
+]
 
 
 def _admin() -> psycopg.Connection[Any]:
@@ -46,6 +51,23 @@ def print_rows(title: str, columns: tuple[str, ...], rows: list[list[str]]) -> N
     for row in rows:
         table.add_row(*row)
     Console(width=None if sys.stdout.isatty() else 240).print(table)
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, datetime):
+        return value.isoformat()
+    if isinstance(value, bytes | memoryview):
+        return bytes(value).hex()
+    if isinstance(value, Decimal):
+        return int(value) if value == value.to_integral_value() else float(value)
+    if isinstance(value, timedelta):
+        return value.total_seconds()
+    return str(value)
+
+
+def print_json(value: Any) -> None:
+    """``value`` as JSON on stdout: times in ISO 8601, bytes in hex, one document."""
+    print(json.dumps(value, default=_plain, indent=2, ensure_ascii=False))
 
 
 def cell(value: Any) -> str:

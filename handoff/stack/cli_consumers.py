@@ -12,7 +12,16 @@ import typer
 
 from handoff.core.errors import ConfigurationError
 from handoff.core.settings import load_settings
-from handoff.stack.cli_common import YesOpt, _admin, _confirm, cell, console, print_rows
+from handoff.stack.cli_common import (
+    JsonOpt,
+    YesOpt,
+    _admin,
+    _confirm,
+    cell,
+    console,
+    print_json,
+    print_rows,
+)
 
 if TYPE_CHECKING:
     from handoff.consumers.app import Consumer
@@ -152,6 +161,7 @@ def quarantine_list(
     consumer: Annotated[str | None, typer.Option(help="Only this consumer.")] = None,
     status: StatusOpt = "open",
     limit: Annotated[int, typer.Option(help="At most this many, newest first.")] = 50,
+    as_json: JsonOpt = False,
 ) -> None:
     """Quarantined events, newest first."""
     from handoff.core.quarantine import list_entries
@@ -164,6 +174,9 @@ def quarantine_list(
             status=None if status == "all" else status,
             limit=limit,
         )
+    if as_json:
+        print_json(rows)
+        return
     columns = ("id", "tenant", "consumer", "document", "v", "type", "category", "tries",
                "status", "last failure", "error")  # fmt: skip
     print_rows(
@@ -181,12 +194,15 @@ def quarantine_list(
 
 
 @quarantine_app.command("show")
-def quarantine_show(entry: EntryArg) -> None:
+def quarantine_show(entry: EntryArg, as_json: JsonOpt = False) -> None:
     """One entry: identity, position, failures, and its audit trail."""
     from handoff.core.quarantine import show_entry
 
     with _admin() as conn:
         found = show_entry(conn, entry)
+    if as_json:
+        print_json({**found.fields, "audit": found.audit})
+        return
     for name, value in found.fields.items():
         shown = when(value) if name.endswith("_at") else value
         print(f"{name:>16}: {shown}")

@@ -15,7 +15,15 @@ from rich.console import Console
 from rich.table import Table
 
 from handoff.core.settings import default_home, load_settings
-from handoff.stack.cli_common import YesOpt, _admin, _confirm, console, print_rows
+from handoff.stack.cli_common import (
+    JsonOpt,
+    YesOpt,
+    _admin,
+    _confirm,
+    console,
+    print_json,
+    print_rows,
+)
 from handoff.stack.cli_consumers import load_app, when
 
 effects_app = typer.Typer(
@@ -44,6 +52,7 @@ def effects_list(
         typer.Option(help="intended, claimed, submitted, succeeded, failed or unknown."),
     ] = None,
     limit: Annotated[int, typer.Option(help="At most this many, newest first.")] = 50,
+    as_json: JsonOpt = False,
 ) -> None:
     """Effect intents, newest first."""
     from handoff.core.effects import list_intents
@@ -58,6 +67,9 @@ def effects_list(
             unresolved=unresolved,
             limit=limit,
         )
+    if as_json:
+        print_json(rows)
+        return
     columns = ("id", "tenant", "consumer", "effect", "document", "state", "reconciliation",
                "tries", "owner", "provider ref", "updated", "error")  # fmt: skip
     print_rows(
@@ -76,12 +88,15 @@ def effects_list(
 
 
 @effects_app.command("show")
-def effects_show(intent: IntentArg) -> None:
+def effects_show(intent: IntentArg, as_json: JsonOpt = False) -> None:
     """One intent: identity, request, attempts, provider reference, and its history."""
     from handoff.core.effects import show_intent
 
     with _admin() as conn:
         found = show_intent(conn, intent)
+    if as_json:
+        print_json({**found.fields, "history": found.history})
+        return
     for name, value in found.fields.items():
         shown = when(value) if name.endswith("_at") or name.endswith("_until") else value
         print(f"{name:>16}: {shown}")

@@ -9,7 +9,7 @@ from typing import Annotated
 
 import typer
 
-from handoff.stack.cli_common import _admin, cell, console, print_rows
+from handoff.stack.cli_common import JsonOpt, _admin, cell, console, print_json, print_rows
 
 replay_app = typer.Typer(
     no_args_is_help=True,
@@ -76,8 +76,12 @@ def replay_plan(
         int | None, typer.Option(min=1, help="Stop when this many are unresolved.")
     ] = None,
     by: Annotated[str | None, typer.Option(help="Who plans it (default: login).")] = None,
+    as_json: JsonOpt = False,
 ) -> None:
-    """Write a manifest: the positions (resolved now), scope, capabilities, rate, stop."""
+    """Write a manifest: the positions (resolved now), scope, capabilities, rate, stop.
+
+    Prints its revision on stdout (the JSON manifest with --json), for a script to
+    approve exactly that revision; what to do next goes to stderr."""
     from handoff.consumers.settings import ConsumerSettings
     from handoff.core.settings import load_settings
     from handoff.operate import replay
@@ -116,6 +120,18 @@ def replay_plan(
             stop_when_unresolved=stop_when_unresolved, reconciliation_owner=owner,
         )  # fmt: skip
         state = replay.save(conn, name, manifest, _who(by))
+    if as_json:
+        print_json(
+            {
+                "name": name,
+                "state": state,
+                "revision": manifest.revision,
+                "records": manifest.records,
+                "manifest": manifest.model_dump(mode="json"),
+            }
+        )
+    else:
+        print(manifest.revision)
     console.print(
         f"plan [bold]{name}[/bold] revision [bold]{manifest.revision}[/bold] ({state}): "
         f"up to {manifest.records} record(s) of {chosen} in {len(ranges)} partition range(s).\n"
@@ -126,7 +142,7 @@ def replay_plan(
 
 
 @replay_app.command("show")
-def replay_show(name: PlanArg) -> None:
+def replay_show(name: PlanArg, as_json: JsonOpt = False) -> None:
     """The manifest, its revision and approval, the checkpoint and the audit trail."""
     from handoff.operate import replay
 
@@ -134,6 +150,13 @@ def replay_show(name: PlanArg) -> None:
         found = replay.status(conn, name)
     plan, m = found.plan, found.plan.manifest
     row = plan.row
+    if as_json:
+        print_json({"name": name, "revision": m.revision, "status": plan.status,
+                    "records": m.records, "manifest": m.model_dump(mode="json"),
+                    "approvedRevision": row["approved_revision"],
+                    "approvedBy": row["approved_by"], "approvedAt": row["approved_at"],
+                    "checkpoint": row["checkpoint"], "audit": found.audit})  # fmt: skip
+        return
     print_rows(
         f"replay plan {name}, revision {m.revision}",
         ("field", "value"),
@@ -206,7 +229,7 @@ def replay_stop(
 
 
 @replay_app.command("status")
-def replay_status(name: PlanArg) -> None:
+def replay_status(name: PlanArg, as_json: JsonOpt = False) -> None:
     """Completed, duplicate-suppressed, quarantined, unresolved and excluded records, and
     whether they reconcile to the authorised input set."""
     from handoff.operate import replay
@@ -214,6 +237,13 @@ def replay_status(name: PlanArg) -> None:
     with _admin() as conn:
         found = replay.status(conn, name)
     m = found.plan.manifest
+    if as_json:
+        print_json({"name": name, "status": found.plan.status, "revision": m.revision,
+                    "outcomes": found.outcomes, "accounted": found.accounted,
+                    "skipped": found.skipped, "missingIds": found.missing_ids,
+                    "reconciled": found.reconciled,
+                    "reconciliationOwner": m.reconciliation_owner})  # fmt: skip
+        return
     rows = [
         [k, str(found.outcomes.get(k, 0))]
         for k in ("completed", "duplicate", "quarantined", "unresolved", "excluded")

@@ -112,8 +112,7 @@ def test_several_executors_in_several_processes_perform_each_intent_once(
     producer = Producer({"bootstrap.servers": migrated.kafka_bootstrap})
     for doc, payload in orders:
         value = rehearsal.item(payload).position.value
-        producer.produce(topic, value, doc.encode(),
-                         headers=headers("created", PAYMENTS, rehearsal.tenant, 1))  # fmt: skip
+        producer.produce(topic, value, doc.encode(), headers=headers(payload))
     assert producer.flush(30) == 0
     # One consumer process with two executors, and an executor-only process with two more.
     procs.start("consume", "tests.effect_apps:app", "--topic", topic, "--executors", "2",

@@ -5,6 +5,7 @@ the manifest does not list recorded as skipped, never performed."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -43,9 +44,11 @@ def _plan(cred: Credential, name: str, tenant: str, topic: str, *more: str) -> s
                 "--failure-class", "handler_error", "--expected-effect", "one effect row each",
                 "--owner", "ops-team", *more)  # fmt: skip
     assert done.returncode == 0, done.stdout + done.stderr
-    found = re.search(r"revision (\w{16})", done.stderr + done.stdout)
-    assert found, done.stderr
-    return found.group(1)
+    # The revision alone on stdout (for a script to approve exactly it), as on stderr.
+    revision = done.stdout.strip()
+    assert re.fullmatch(r"\w{16}", revision), done.stdout
+    assert f"revision {revision}" in done.stderr
+    return revision
 
 
 @pytest.fixture
@@ -91,6 +94,9 @@ def test_a_plan_runs_only_as_approved(
     assert f"revision {changed}" in shown.stdout
     # The trail keeps who approved which revision: alice approved the first one only.
     assert re.search(rf"alice\s*│\s*approved\s*│\s*{revision}", shown.stdout)
+    as_json = json.loads(_cli(review, "show", "r-approve", "--json").stdout)
+    assert (as_json["revision"], as_json["approvedRevision"]) == (changed, changed)
+    assert {"alice"} <= {a["actor"] for a in as_json["audit"]}
 
 
 def test_a_replay_stopped_mid_run_resumes_with_nothing_applied_twice(
@@ -108,6 +114,8 @@ def test_a_replay_stopped_mid_run_resumes_with_nothing_applied_twice(
     assert len(effects(admin, tenant)) == 10
     status = _cli(review, "status", "r-first")
     assert re.search(r"completed\s*│\s*10", status.stdout) and "reconciled" in status.stderr
+    as_json = json.loads(_cli(review, "status", "r-first", "--json").stdout)
+    assert as_json["outcomes"]["completed"] == 10 and as_json["reconciled"] is True
 
     # Then everything, slowly, stopped mid-way and resumed.
     since = (datetime.now(UTC) - timedelta(hours=1)).isoformat()
