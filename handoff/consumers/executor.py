@@ -47,11 +47,13 @@ from handoff.core.effects_sql import CLAIM, RECORD, SUBMITTING
 from handoff.core.errors import (
     ConfigurationError,
     DatabaseUnavailable,
+    OutcomeUnknown,
     ProviderError,
     ProviderNotReached,
     ProviderOutcomeUnknown,
     ProviderRefused,
 )
+from handoff.core.outage import Outage
 from handoff.core.tx import HandoffTx, transact
 
 log = logging.getLogger("handoff.effects")
@@ -358,6 +360,7 @@ class Executors:
         self._stop = threading.Event()
         self._wake = threading.Condition()
         self._threads: list[threading.Thread] = []
+        self.database_down = Outage(log, f"{app.name}: the database (effect executors)")
 
     def start(self, n: int | None = None) -> None:
         count = self.config.executors if n is None else n
@@ -390,8 +393,8 @@ class Executors:
                         for _ in conn.notifies(timeout=self.config.poll_s, stop_after=1):
                             with self._wake:
                                 self._wake.notify_all()
-            except psycopg.Error as exc:
-                log.warning("%s: executor wake-ups lost (%s); polling", self.app.name, exc)
+            except psycopg.Error as exc:  # the executors poll meanwhile
+                self.database_down.failed(f"wake-ups lost ({exc}); polling")
                 self._stop.wait(self.config.poll_s)
 
     def _worker(self, index: int) -> None:
@@ -399,19 +402,18 @@ class Executors:
         while not self._stop.is_set():
             try:
                 with connect(self.database_url, self.app) as conn:
+                    self.database_down.ok()
                     executor = Executor(self.app, conn, self.config, worker=f"{host}/{index}")
                     while not self._stop.is_set():
                         if executor.step():
                             continue
                         with self._wake:
                             self._wake.wait(self.config.poll_s)
-            except (DatabaseUnavailable, psycopg.OperationalError) as exc:
-                log.warning(
-                    "%s: executor %d lost the database (%s); reconnecting",
-                    self.app.name,
-                    index,
-                    exc,
-                )
+            except (DatabaseUnavailable, OutcomeUnknown, psycopg.OperationalError,
+                    psycopg.InterfaceError) as exc:  # fmt: skip
+                # A restart of PostgreSQL: one line for the outage, none per executor or
+                # attempt; what was in flight is the next claim's (its lease runs out).
+                self.database_down.failed(f"executor {index}: {exc}; reconnecting")
                 self._stop.wait(1.0)
             except Exception:
                 log.exception("%s: executor %d failed; restarting it", self.app.name, index)

@@ -39,6 +39,8 @@ from handoff.consumers.settings import ConsumerSettings
 from handoff.consumers.units import Item, Processor, sweep
 from handoff.core.errors import ConfigurationError, DatabaseUnavailable, MalformedEvent, Unavailable
 from handoff.core.guards_sql import PENDING, RECEIVE, WHOAMI
+from handoff.core.kafka_logs import client_logger, is_outage
+from handoff.core.outage import Outage
 from handoff.core.retry import RetryPolicy
 from handoff.core.settings import HandoffSettings
 
@@ -117,6 +119,9 @@ class Runtime:
         self.stopping = threading.Event()
         self.tenant = ""
         self._outage = RetryPolicy(base_s=0.2, max_s=5.0)
+        # An outage is logged as one: its start, reminders, its end (core/outage.py).
+        self.kafka_down = Outage(log, "Kafka")
+        self.database_down = Outage(log, "the database")
         self._conns: list[psycopg.Connection[Any]] = []  # one a lane; the first is lane 0's
         self._reads: psycopg.Connection[Any] | None = None
         self._lanes: list[Processor] = []
@@ -151,7 +156,7 @@ class Runtime:
                         f"{self.app.credential_env} (handoff service rotate prints a new one)"
                     ) from exc
                 failures += 1
-                log.warning("database unreachable (%s); retrying", exc)
+                self.database_down.failed(f"{exc}; retrying")
                 if self.stopping.wait(self._outage.delay(failures)):
                     raise DatabaseUnavailable("stopped while waiting for the database") from exc
         row = reads.execute(WHOAMI).fetchone()
@@ -196,7 +201,7 @@ class Runtime:
                 "auto.offset.reset": "earliest",
                 "enable.partition.eof": False,
                 "session.timeout.ms": int(self.config.session_timeout_s * 1000),
-                "logger": log,
+                "logger": client_logger("handoff.consumers.kafka", self.kafka_down),
             }
         )
         consumer.subscribe(self.config.topics)
@@ -218,10 +223,11 @@ class Runtime:
         while not self.stopping.is_set():
             try:
                 work()
+                self.database_down.ok()
                 return True
             except (psycopg.OperationalError, DatabaseUnavailable) as exc:
                 failures += 1
-                log.warning("database connection lost (%s); reconnecting", exc)
+                self.database_down.failed(f"{exc}; reconnecting")
                 if self.stopping.wait(self._outage.delay(failures)):
                     return False
                 try:
@@ -260,6 +266,7 @@ class Runtime:
                 msgs = self._poll(consumer)
                 usable = [m for m in msgs if not self._kafka_error(m)]
                 if usable:
+                    self.kafka_down.ok()
                     last_message = time.monotonic()
                     if not self._handle(consumer, usable, decoder):
                         break  # stopped mid-outage: the rest stays uncommitted
@@ -400,8 +407,9 @@ class Runtime:
         """
         limit = self.config.max_deliveries
         inherit = 1 if limit > 1 else 0
-        log.warning("%s: a process stopped while on these events; one event at a time",
-                    self.app.name)  # fmt: skip
+        log.warning("%s: %d event(s) delivered again before they were got through (a process "
+                    "stopped, or Kafka redelivered them); one event at a time", self.app.name,
+                    len(items))  # fmt: skip
         for item in items:
             stops = self._receive("event", [item], inherit) - 1
             if stops >= limit:
@@ -420,7 +428,9 @@ class Runtime:
         error = msg.error()
         if error is None:
             return False
-        if error.code() != KafkaError._PARTITION_EOF:
+        if is_outage(error):
+            self.kafka_down.failed(error)
+        elif error.code() != KafkaError._PARTITION_EOF:
             log.warning("Kafka: %s", error)
         return True
 
@@ -447,6 +457,13 @@ class Runtime:
             metrics.QUARANTINED.labels(self.app.name).set(row[0])
             metrics.PARKED.labels(self.app.name).set(row[1])
             metrics.OLDEST_PENDING.labels(self.app.name).set(row[2])
+        if self.kafka_down.failing:
+            # Quiet brokers send no message to say they are back: ask for metadata.
+            try:
+                consumer.list_topics(self.config.topics[0], timeout=1)
+                self.kafka_down.ok()
+            except Exception as exc:  # still away
+                self.kafka_down.failed(exc)
         try:
             assigned = consumer.assignment()
             for tp in consumer.position(assigned):

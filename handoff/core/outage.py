@@ -20,12 +20,15 @@ import time
 
 
 class Outage:
-    def __init__(self, log: logging.Logger, what: str, *, remind_s: float = 300.0) -> None:
-        self.log, self.what, self.remind_s = log, what, remind_s
+    def __init__(
+        self, log: logging.Logger, what: str, *, remind_s: float = 300.0, grace_s: float = 1.0
+    ) -> None:
+        self.log, self.what, self.remind_s, self.grace_s = log, what, remind_s, grace_s
         self._lock = threading.Lock()
         self._since: float | None = None
         self._reminded = 0.0
         self._failures = 0
+        self._ok_at = -grace_s
 
     @property
     def failing(self) -> bool:
@@ -34,6 +37,9 @@ class Outage:
     def failed(self, reason: object) -> None:
         now = time.monotonic()
         with self._lock:
+            if self._since is None and now - self._ok_at < self.grace_s:
+                # Just back: a line a client queued before it saw so is no new outage.
+                return
             self._failures += 1
             if self._since is None:
                 self._since = self._reminded = now
@@ -56,3 +62,4 @@ class Outage:
                 self.what, time.monotonic() - self._since, self._failures,
             )  # fmt: skip
             self._since, self._failures = None, 0
+            self._ok_at = time.monotonic()

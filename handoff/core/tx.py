@@ -51,7 +51,12 @@ from handoff.core import effects
 from handoff.core.calls import Calls
 from handoff.core.db import translated
 from handoff.core.emitter import Request, emit_with
-from handoff.core.errors import ConfigurationError, TransientConflict, UnitRolledBack
+from handoff.core.errors import (
+    ConfigurationError,
+    DatabaseUnavailable,
+    TransientConflict,
+    UnitRolledBack,
+)
 from handoff.core.models import (
     Receipt,
     Rejection,
@@ -324,6 +329,10 @@ def handoff_tx(conn: psycopg.Connection[Any]) -> Iterator[HandoffTx]:
 
     On an autocommit connection the unit sends BEGIN and COMMIT itself (see above).
     """
+    if conn.broken or conn.closed:
+        # The database went away under an earlier unit (a restart): no bug of the
+        # caller's, and the caller's reconnect is the cure.
+        raise DatabaseUnavailable("the database connection is gone; reconnect")
     if conn.info.transaction_status is not pq.TransactionStatus.IDLE:
         raise ConfigurationError("handoff_tx needs a connection with no transaction open")
     tx = HandoffTx(conn)

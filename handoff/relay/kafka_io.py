@@ -26,6 +26,7 @@ def producer(
     delivery_timeout_s: float,
     error_cb: Callable[[KafkaError], None] | None = None,
     on_delivery: Callable[[KafkaError | None, Message], None] | None = None,
+    logger: logging.Logger = log,
 ) -> Producer:
     return Producer(
         {
@@ -50,7 +51,7 @@ def producer(
             # Bounded, so that after flush() every message is delivered or failed.
             "message.timeout.ms": int(delivery_timeout_s * 1000),
             "queue.buffering.max.messages": 200_000,
-            "logger": log,
+            "logger": logger,
             **({"error_cb": error_cb} if error_cb else {}),
             # One callback for every message (failures only, see above).
             **({"on_delivery": on_delivery} if on_delivery else {}),

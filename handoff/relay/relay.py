@@ -39,6 +39,8 @@ from psycopg.types.json import set_json_loads
 
 from handoff.core.errors import EventEncodingError, Unavailable
 from handoff.core.events import encode, to_record
+from handoff.core.kafka_logs import client_logger, is_outage
+from handoff.core.outage import Outage
 from handoff.core.outbox_sql import (
     BACKLOG,
     FETCH_PENDING,
@@ -121,6 +123,9 @@ class Relay:
         # by its value, which holds its event id: no callback object per message.
         self._failed: set[bytes] = set()
         self._fatal: str | None = None
+        # Outages are logged as such: one line when they begin and one when they end.
+        self.kafka_down = Outage(log, "Kafka")
+        self.database_down = Outage(log, "the database")
 
     # -- setup -------------------------------------------------------------------
 
@@ -129,6 +134,7 @@ class Relay:
         ensure_topics(self.settings.kafka_bootstrap, topics, self.config.topic_partitions)
         self.schema, self.schema_ids = register_schemas(self.settings.schema_registry_url, topics)
         log.info("schema v%s registered for %s", self.schema.version, ", ".join(topics))
+        self.kafka_down.ok()
         self.producer = self._new_producer()
 
     def _new_producer(self) -> Producer:
@@ -138,6 +144,7 @@ class Relay:
             delivery_timeout_s=self.config.delivery_timeout_s,
             error_cb=self._error,
             on_delivery=self._delivered,
+            logger=client_logger("handoff.relay.kafka", self.kafka_down),
         )
 
     # -- running -------------------------------------------------------------------
@@ -152,7 +159,7 @@ class Relay:
             except Unavailable as exc:
                 attempts += 1
                 metrics.FAILURES.labels("setup").inc()
-                log.warning("Kafka or registry unavailable (%s); retrying", exc)
+                self.kafka_down.failed(f"Kafka or the registry: {exc}; retrying")
                 if self.stopping.wait(self._backoff(attempts)):
                     return self.published
         # Rows are plain acyclic data; the cyclic collector only costs time here.
@@ -162,6 +169,7 @@ class Relay:
         while not self.stopping.is_set():
             try:
                 with psycopg.connect(self.settings.database_url, autocommit=True) as conn:
+                    self.database_down.ok()
                     attempts = 0
                     if self._session(conn, once=once):
                         break
@@ -169,7 +177,7 @@ class Relay:
                 attempts += 1
                 metrics.FAILURES.labels("database").inc()
                 metrics.SLOTS_OWNED.set(0)
-                log.warning("database connection lost (%s); reconnecting", exc)
+                self.database_down.failed(f"{exc}; reconnecting")
                 self.stopping.wait(self._backoff(attempts))
         self.producer.flush(self.config.delivery_timeout_s)
         return self.published
@@ -310,12 +318,18 @@ class Relay:
             value = msg.value()
             if isinstance(value, bytes):
                 self._failed.add(value)
-            log.warning("delivery of %r failed: %s", msg.key(), err)
+            if is_outage(err):
+                self.kafka_down.failed(f"delivery failed: {err}")
+            else:
+                log.warning("delivery of %r failed: %s", msg.key(), err)
 
     def _error(self, err: KafkaError) -> None:
         if err.fatal():
             self._fatal = str(err)
-        log.warning("kafka: %s", err)
+        if is_outage(err) and not err.fatal():
+            self.kafka_down.failed(err)
+        else:
+            log.warning("kafka: %s", err)
 
     def _publish(self, rows: list[Row], failed_docs: set[Document]) -> Outcome:
         """Produce a batch and wait for every ack; say which rows may be marked.
@@ -351,11 +365,15 @@ class Relay:
             )
             sent.append((row, value))
         unsettled = self.producer.flush(self.config.delivery_timeout_s + 5)
+        if sent and not unsettled and len(self._failed) < len(sent):
+            self.kafka_down.ok()  # the broker acked: whatever was down is back
         if unsettled or self._fatal:
             # No ack is known for certain: mark nothing, start afresh, resend.
-            log.warning(
-                "producer unsettled (%s left, fatal: %s); recreating", unsettled, self._fatal
-            )
+            why = f"producer unsettled ({unsettled} left, fatal: {self._fatal}); recreating"
+            if self.kafka_down.failing and not self._fatal:
+                self.kafka_down.failed(why)  # the outage's consequence, not news
+            else:
+                log.warning("%s", why)
             metrics.FAILURES.labels("delivery").inc(len(sent))
             self._replace_producer()
             failed_docs.update(row.document for row, _ in sent)

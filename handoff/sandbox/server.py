@@ -20,6 +20,7 @@ import contextlib
 import logging
 import re
 import socket
+import sys
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -86,6 +87,7 @@ class Sandbox:
         self._refusing_until = 0.0
         self._connections: set[socket.socket] = set()
         self._lock = threading.Lock()
+        self.clients_gone = 0  # answers whose client had closed the connection
         self.bind()
 
     def bind(self) -> None:
@@ -138,6 +140,16 @@ class _Server(ThreadingHTTPServer):
     def __init__(self, address: tuple[str, int], handler: type, sandbox: Sandbox) -> None:
         self.sandbox = sandbox
         super().__init__(address, handler)
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        # A client that gave up waiting (its timeout) closed the socket under the
+        # answer: an everyday event for a provider, counted, not a traceback each.
+        problem = sys.exc_info()[1]
+        if isinstance(problem, ConnectionError):
+            self.sandbox.clients_gone += 1
+            log.debug("client %s went away before its answer: %s", client_address, problem)
+            return
+        super().handle_error(request, client_address)
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -285,7 +297,9 @@ class _Handler(BaseHTTPRequestHandler):
         self._answer(200, {"cleared": self.server.sandbox.faults.clear()})
 
     def _health(self, _query: dict[str, list[str]]) -> None:
-        self._answer(200, {"status": "ok", "payments": self.server.sandbox.store.count()})
+        sandbox = self.server.sandbox
+        self._answer(200, {"status": "ok", "payments": sandbox.store.count(),
+                           "clientsGone": sandbox.clients_gone})  # fmt: skip
 
 
 BY_KEY = "/v1/payments/by-key/"

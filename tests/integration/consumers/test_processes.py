@@ -7,6 +7,7 @@ and the proof is always the same: every event's effect exactly once.
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -20,6 +21,7 @@ import pytest
 
 from handoff.core import HandoffClient
 from handoff.core.identity import Credential
+from handoff.core.kafka_logs import UNREACHABLE
 from handoff.stack.local import LocalStack
 from handoff.stack.procs import wait_until
 from tests.fix_consumer import Consumers, Wire, effects, quarantined, wait_effects
@@ -316,7 +318,8 @@ def test_header_filter_skips_without_decoding_and_malformed_bytes_are_quarantine
     wait_effects(admin, tenant, 3)
     assert wait_until(lambda: len(quarantined(admin, tenant)) == 1, 60, 0.3)
     [entry] = quarantined(admin, tenant)
-    assert entry["category"] == "malformed" and entry["event_id"] is None
+    # Its body cannot be read, but the eventId header names it (the key, for this fake).
+    assert entry["category"] == "malformed" and entry["event_id"] == f"{tenant}/y"
     assert entry["kafka_offset"] >= 0 and bytes(entry["message_value"]).endswith(b"garbage")
     assert consumers.metric(proc, "handoff_consumer_events_total", outcome="filtered") >= 3
     assert "reader schema v1" in consumers.log_of()
@@ -346,7 +349,46 @@ def test_a_database_restart_under_a_running_consumer_delays_work_and_loses_none(
         _exactly_once(again, tenant, 200)
         assert quarantined(again, tenant) == []  # an outage is not the events' fault
     assert proc.poll() is None, "the consumer should have reconnected, not exited"
-    assert "reconnecting" in consumers.log_of()
+    log = consumers.log_of()
+    # The outage is logged as one: when it began and when it ended.
+    assert log.count("the database unavailable") == 1 and "reconnecting" in log, log[-3000:]
+    assert re.search(r"the database is back after [0-9.]+ s", log), log[-3000:]
+
+
+@pytest.mark.disruptive
+def test_a_kafka_outage_under_a_running_consumer_is_logged_as_one_and_loses_nothing(
+    relays: Relays,
+    consumers: Consumers,
+    service: Callable[..., Credential],
+    admin: psycopg.Connection[Any],
+    tenant: str,
+    local_stack: LocalStack,
+) -> None:
+    creator, review = service("creator", can_create=True), service("review")
+    _create(creator, 40)
+    relays.run_once()
+    proc = consumers.start("review", review, "--batch-size", "10")
+    wait_effects(admin, tenant, 40)
+    local_stack.down(["kafka"])
+    try:
+        time.sleep(12)  # librdkafka retries its brokers many times a second meanwhile
+    finally:
+        local_stack.up(["kafka"])
+    with HandoffClient.direct(creator) as client:
+        for i in range(10):
+            client.create(event_id=f"after-{i}", document_id=f"after-{i}", owner="review",
+                          status="new")  # fmt: skip
+    relays.run_once()
+    wait_effects(admin, tenant, 50, timeout=120)
+    _exactly_once(admin, tenant, 50)
+    assert proc.poll() is None
+    log = consumers.log_of()
+    assert log.count("Kafka unavailable") == 1, log[-3000:]
+    assert re.search(r"Kafka is back after [0-9.]+ s", log), log[-3000:]
+    # Not one line per failed connect: librdkafka's own lines pass only below WARNING.
+    noise = [line for line in log.splitlines() if " handoff.consumers.kafka " in line
+             and " INFO " not in line and UNREACHABLE.search(line)]  # fmt: skip
+    assert not noise, log[-3000:]
 
 
 @pytest.mark.parametrize(

@@ -4,13 +4,16 @@ real ``handoff consume`` reading Kafka, perform every intent exactly once."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import psycopg
 import pytest
 from confluent_kafka import Producer
 
@@ -18,6 +21,7 @@ from handoff.core.settings import HandoffSettings
 from handoff.rehearsal.orders import PAYMENTS
 from handoff.rehearsal.rows import Rehearsal
 from handoff.relay.kafka_io import ensure_topics, headers
+from handoff.stack.local import LocalStack
 from handoff.stack.procs import wait_until
 from tests.fix_effects import SandboxProcess, env_for
 
@@ -137,3 +141,37 @@ def test_several_executors_in_several_processes_perform_each_intent_once(
         assert [c["to_state"] for c in claims] == ["submitted"]  # taken once, sent once
         workers.add(claims[0]["actor"])
     assert len(workers) > 1  # the work was shared
+
+
+@pytest.mark.disruptive
+def test_executors_ride_a_database_restart_logged_as_one_outage(
+    rehearsal: Rehearsal, sandbox: SandboxProcess, procs: Procs, local_stack: LocalStack
+) -> None:
+    """PostgreSQL restarts under busy executors (the provider answers slowly): they
+    reconnect by themselves, every intent is performed once, and the outage is one line
+    when it begins and one when it ends, not a traceback per executor and attempt."""
+    orders = [rehearsal.order(amount=300 + n) for n in range(8)]
+    for doc, payload in orders:
+        sandbox.arm(kind="delay", reference=doc, delayMs=800)
+        assert rehearsal.processor().run_one(rehearsal.item(payload)) == "apply"
+    procs.start("effects", "run", "tests.effect_apps:app", "--executors", "3")
+    assert wait_until(lambda: any(sandbox.payments(doc) for doc, _ in orders), 30), procs.log(0)
+    rehearsal.admin.close()
+    local_stack.down(["postgres"])
+    time.sleep(3)  # the executors keep trying meanwhile
+    local_stack.up(["postgres"])
+    with psycopg.connect(local_stack.env()["HANDOFF_DATABASE_URL"], autocommit=True) as admin:
+
+        def done() -> bool:
+            rows = admin.execute(
+                "SELECT count(*) FROM handoff.effect_intents WHERE tenant_id = %s "
+                "AND state = 'succeeded'", (rehearsal.tenant,),
+            ).fetchone()  # fmt: skip
+            return rows == (len(orders),)
+
+        assert wait_until(done, 90), procs.log(0)
+    assert all(len(sandbox.payments(doc)) == 1 for doc, _ in orders)
+    log = procs.log(0)
+    assert "Traceback" not in log, log[-3000:]
+    assert log.count("the database (effect executors) unavailable") == 1, log[-3000:]
+    assert re.search(r"the database \(effect executors\) is back after [0-9.]+ s", log), log

@@ -117,6 +117,10 @@ def test_delay_beyond_the_timeout_is_unknown_and_the_payment_is_made(
         client.submit(key, _pay(ref))  # the client waits 1 s
     # The provider goes on after the caller gave up: the payment appears.
     assert wait_until(lambda: len(sandbox.payments(ref)) == 1, 15)
+    # Its answer met a closed connection: counted, and no traceback in its log.
+    health = lambda: httpx.get(f"{sandbox.url}/healthz").json()  # noqa: E731
+    assert wait_until(lambda: health()["clientsGone"] >= 1, 10)
+    assert "Traceback" not in sandbox.log.read_text()
 
 
 def test_decline_is_a_final_failed_answer(sandbox: SandboxProcess, client: SandboxPayments) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import threading
 import time
 import uuid
@@ -14,6 +15,7 @@ import psycopg
 import pytest
 
 from handoff.core.client import HandoffClient
+from handoff.core.kafka_logs import UNREACHABLE
 from handoff.core.settings import HandoffSettings
 from handoff.stack.local import LocalStack
 from handoff.stack.procs import wait_until
@@ -208,6 +210,13 @@ def test_broker_outage_delays_but_loses_nothing(
     wait_published(admin, tenant, timeout=180)
     events = consume(migrated, relays.topic, tenant, workload.complete, timeout=90)
     assert_complete_and_ordered(events, workload.versions)
+    # The outage is logged as one: when it began and when it ended, no line per attempt.
+    log = (relays.logs / f"relay-{relays.topic}-0.log").read_text()
+    assert log.count("Kafka unavailable") == 1, log[-3000:]
+    assert re.search(r"Kafka is back after [0-9.]+ s", log), log[-3000:]
+    noise = [line for line in log.splitlines() if " handoff.relay.kafka " in line
+             and " INFO " not in line and UNREACHABLE.search(line)]  # fmt: skip
+    assert not noise and "MSG_TIMED_OUT" not in log, log[-3000:]
 
 
 def test_unencodable_row_is_parked_and_holds_back_only_its_document(
