@@ -38,6 +38,7 @@ from handoff.stack.procs import wait_until
 from handoff.tracker import operate
 from handoff.tracker import read_model as reads
 from handoff.tracker.read_model import ReadModel
+from handoff.tracker.settings import TrackerSettings
 
 OWNERS = 50
 
@@ -276,7 +277,9 @@ async def _measure(
                 ),
                 runs,
             ),
-            "operate": await _time(lambda: operate.operate_view(model, viewer, settings), runs),
+            "operate": await _time(
+                lambda: operate.operate_view(model, viewer, TrackerSettings()), runs
+            ),
         }
     return {**result, "flow": flow}
 

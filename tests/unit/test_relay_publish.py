@@ -9,6 +9,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from confluent_kafka import KafkaError
+
 from handoff.core.events import current_schema
 from handoff.core.outbox_sql import IdArray
 from handoff.core.settings import HandoffSettings
@@ -30,6 +32,9 @@ class FakeMessage:
 class FakeError:
     def fatal(self) -> bool:
         return False
+
+    def code(self) -> int:
+        return KafkaError._MSG_TIMED_OUT
 
     def __str__(self) -> str:
         return "Local: Message timed out"
