@@ -96,7 +96,11 @@ class Kafka(Part):
             timeout=120,
         )
         if done.returncode != 0:
-            raise ServiceStartFailed(f"formatting Kafka storage failed:\n{done.stdout[-3000:]}")
+            # The reason is usually on stderr (an exception), the log4j noise on stdout.
+            said = (done.stderr[-3000:] + "\n" + done.stdout[-1500:]).strip()
+            raise ServiceStartFailed(
+                f"formatting Kafka storage failed (exit {done.returncode}):\n{said}"
+            )
 
     def start(self) -> None:
         heap = self.layout.settings.kafka_heap_mb
