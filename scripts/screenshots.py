@@ -53,7 +53,7 @@ def main() -> None:
     home = Path(os.environ.get("HANDOFF_HOME", ROOT / ".handoff"))
     log = (home / "logs" / "screenshots-demo.log").open("wb")
     demo = subprocess.Popen(
-        [sys.executable, "-m", "handoff.stack", "demo", "--documents", "80", "--port", str(port)],
+        [sys.executable, "-m", "handoff.cli", "demo", "--documents", "80", "--port", str(port)],
         cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
     )  # fmt: skip
     try:

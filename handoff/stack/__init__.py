@@ -1,1 +1,1 @@
-"""Composition: the ``handoff`` CLI, the local stack without Docker, the demo."""
+"""The local stack without Docker: PostgreSQL, Kafka, the schema registry, moto, as processes."""

@@ -14,8 +14,7 @@ import subprocess
 from importlib import resources
 from pathlib import Path
 
-from confluent_kafka.admin import AdminClient
-
+from handoff.core import kafka
 from handoff.core.errors import ServiceStartFailed
 from handoff.stack.artifacts import kafka_lib
 from handoff.stack.java import find_java
@@ -76,31 +75,32 @@ class Kafka(Part):
         if (self.dir / "data" / "meta.properties").exists():
             return
         self.console.print("Formatting Kafka storage (first start only)…")
-        done = subprocess.run(
-            [
-                str(self.java),
-                f"-Dlog4j2.configurationFile={self.dir / 'log4j2.xml'}",
-                "-cp",
-                f"{self.lib}/*",
-                "kafka.tools.StorageTool",
-                "format",
-                "--ignore-formatted",
-                "-t",
-                self.state.kafka_cluster_id,
-                "-c",
-                str(self.dir / "server.properties"),
-            ],
-            capture_output=True,
-            text=True,
-            check=False,
-            timeout=120,
-        )
-        if done.returncode != 0:
+        command = [
+            str(self.java),
+            f"-Dlog4j2.configurationFile={self.dir / 'log4j2.xml'}",
+            "-cp",
+            f"{self.lib}/*",
+            "kafka.tools.StorageTool",
+            "format",
+            "--ignore-formatted",
+            "-t",
+            self.state.kafka_cluster_id,
+            "-c",
+            str(self.dir / "server.properties"),
+        ]
+        # Twice at most: a format once failed on a busy machine without saying why,
+        # and formatting is idempotent (--ignore-formatted).
+        for attempt in (1, 2):
+            done = subprocess.run(command, capture_output=True, text=True, check=False, timeout=120)
+            if done.returncode == 0:
+                return
             # The reason is usually on stderr (an exception), the log4j noise on stdout.
             said = (done.stderr[-3000:] + "\n" + done.stdout[-1500:]).strip()
-            raise ServiceStartFailed(
-                f"formatting Kafka storage failed (exit {done.returncode}):\n{said}"
-            )
+            if attempt == 2:
+                raise ServiceStartFailed(
+                    f"formatting Kafka storage failed (exit {done.returncode}):\n{said}"
+                )
+            self.console.print(f"formatting Kafka storage failed; once more:\n{said[-600:]}")
 
     def start(self) -> None:
         heap = self.layout.settings.kafka_heap_mb
@@ -134,11 +134,10 @@ class Kafka(Part):
             socket.create_connection(("127.0.0.1", port), timeout=1).close()
         except OSError as exc:
             return f"port {port}: {exc.strerror or exc}"
-        # "logger" takes a logging.Logger (keeps librdkafka's connection-refused
-        # noise out of the terminal while we poll); the type stubs omit it.
-        admin = AdminClient({"bootstrap.servers": self.address(), "logger": _quiet})  # type: ignore[dict-item]
+        # A quiet logger keeps librdkafka's connection-refused noise out of the
+        # terminal while we poll.
         try:
-            meta = admin.list_topics(timeout=3)
+            meta = kafka.admin(self.address(), 3.0, _quiet).list_topics(timeout=3)
         except Exception as exc:  # KafkaException carries librdkafka's reason
             return f"metadata request failed: {exc}"
         return None if meta.brokers else "no broker in cluster metadata yet"

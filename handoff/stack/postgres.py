@@ -19,8 +19,9 @@ import psutil
 import psycopg
 from psycopg import sql
 
+from handoff.core import db
 from handoff.core.db import PING
-from handoff.core.errors import PrerequisiteMissing, ServiceStartFailed
+from handoff.core.errors import HandoffError, PrerequisiteMissing, ServiceStartFailed
 from handoff.stack.part import Part
 from handoff.stack.procs import log_tail
 
@@ -216,9 +217,9 @@ class Postgres(Part):
 
     def problem(self) -> str | None:
         try:
-            with psycopg.connect(self.superuser_url(), connect_timeout=2) as conn:
+            with db.connect(self.superuser_url(), connect_timeout=2) as conn, db.translated():
                 conn.execute(PING)
-        except psycopg.Error as exc:
+        except HandoffError as exc:
             return str(exc).strip().splitlines()[0]
         return None
 

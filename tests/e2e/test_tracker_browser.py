@@ -12,8 +12,8 @@ import pytest
 from playwright.sync_api import Page, expect
 from rich.console import Console
 
+from handoff.cli._demo_setup import DemoCredentials
 from handoff.core.identity import Credential
-from handoff.stack.demo import DemoCredentials
 from tests.fix_contract import ServiceFactory
 from tests.tracker_seed import SERVICES, Pipeline, seed
 

@@ -15,9 +15,9 @@ import pytest
 import typer
 import yaml
 
+from handoff.cli import app
 from handoff.core.settings import HandoffSettings
 from handoff.relay.settings import RelaySettings
-from handoff.stack.cli import app
 from handoff.stack.layout import StackSettings
 from handoff.tracker.settings import TrackerSettings
 
@@ -137,9 +137,9 @@ def test_a_broken_file_is_refused(tmp_path: Path) -> None:
 def test_the_pipeline_services_run_the_processes_the_demo_writes(
     resolved: dict[str, Any], tmp_path: Path
 ) -> None:
-    from handoff.stack import demo
-    from handoff.stack.deployment import load as load_deployment
-    from handoff.stack.deployment import load_env_file, only_processes
+    from handoff.cli import _demo_setup as demo
+    from handoff.deploy.deployment import load as load_deployment
+    from handoff.deploy.deployment import load_env_file, only_processes
 
     services = resolved["services"]
     setup = _parse(services["demo-setup"]["command"]).params

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from handoff.core.errors import ConfigurationError
-from handoff.stack.deployment import load
+from handoff.deploy.deployment import load
 
 
 def _file(tmp_path: Path, text: str) -> Path:

@@ -28,8 +28,8 @@ from handoff.core.errors import AlreadyExists, ConflictingEventReuse, ServiceExi
 from handoff.core.identity import Credential
 from handoff.core.services import add_service, has_credential
 from handoff.core.settings import HandoffSettings
+from handoff.deploy.deployment import Deployment, load
 from handoff.samples.intake import Intake
-from handoff.stack.deployment import Deployment, load
 
 log = logging.getLogger("handoff.demo")
 

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import IO
 
 from handoff.core.retry import RetryPolicy
-from handoff.stack.deployment import Deployment, ProcessSpec
+from handoff.deploy.deployment import Deployment, ProcessSpec
 
 # Backoff between restarts: 0.5 s doubling to 30 s; a process up this long
 # counts as healthy again.
@@ -62,7 +62,7 @@ class Child:
 
     def argv(self) -> list[str]:
         if self.spec.handoff is not None:
-            return [sys.executable, "-m", "handoff.stack", *self.spec.handoff]
+            return [sys.executable, "-m", "handoff.cli", *self.spec.handoff]
         assert self.spec.exec is not None
         return list(self.spec.exec)
 

@@ -5,14 +5,14 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
-import signal
 import threading
 import time
 from typing import Annotated, Any
 
 import typer
 
-from handoff.stack.cli_common import JsonOpt, _admin, cell, console, print_json, print_rows
+from handoff.cli._common import JsonOpt, _admin, cell, console, print_json, print_rows
+from handoff.cli._process import long_running
 
 log = logging.getLogger("handoff.audit")
 
@@ -123,7 +123,7 @@ def _show(report: Any, as_json: bool) -> None:
 
 
 def _periodically(once: Any, every: float, host: str, port: int) -> None:
-    from prometheus_client import Gauge, start_http_server
+    from prometheus_client import Gauge
 
     breaches = Gauge(
         "handoff_audit_breaches", "Rows breaking each invariant, last audit", ["check"]
@@ -132,11 +132,8 @@ def _periodically(once: Any, every: float, host: str, port: int) -> None:
     finished = Gauge("handoff_audit_last_run_timestamp_seconds", "When the last audit ended")
     pending = Gauge("handoff_audit_outbox_pending", "Changes waiting for the relay, last audit")
     oldest = Gauge("handoff_audit_outbox_oldest_pending_age_seconds", "Age of the oldest")
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
-    start_http_server(port, addr=host)
     stop = threading.Event()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda *_: stop.set())
+    long_running(stop.set, port, host)
     log.info("auditing every %.0f s; metrics on http://%s:%d/metrics", every, host, port)
     while not stop.is_set():
         started = time.monotonic()
@@ -223,9 +220,9 @@ def backlog(
 def _experiment(settings: Any, app_target: str | None, levels: str, step_s: float) -> None:
     import os
 
+    from handoff.cli.bootstrap import load_app
     from handoff.core.identity import Credential
     from handoff.operate.capacity import experiment
-    from handoff.stack.cli_consumers import load_app
 
     if not app_target:
         raise typer.BadParameter("the experiment runs a consumer: --app MODULE:APP")

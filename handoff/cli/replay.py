@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import json
-import logging
 from datetime import datetime
 from typing import Annotated
 
 import typer
 
-from handoff.stack.cli_common import JsonOpt, _admin, cell, console, print_json, print_rows
+from handoff.cli._common import JsonOpt, _admin, cell, console, print_json, print_rows
+from handoff.cli._process import setup_logging
 
 replay_app = typer.Typer(
     no_args_is_help=True,
@@ -82,12 +82,12 @@ def replay_plan(
 
     Prints its revision on stdout (the JSON manifest with --json), for a script to
     approve exactly that revision; what to do next goes to stderr."""
+    from handoff.cli.bootstrap import load_app
     from handoff.consumers.settings import ConsumerSettings
     from handoff.core.settings import load_settings
     from handoff.operate import replay
     from handoff.operate import replay_sql as q
     from handoff.operate.manifest import Manifest, Positions, parse_range
-    from handoff.stack.cli_consumers import load_app
 
     app = load_app(app_target)
     settings = load_settings()
@@ -187,11 +187,11 @@ def replay_approve(
 
 
 def _run(name: str, app_target: str, resume: bool) -> None:
+    from handoff.cli.bootstrap import load_app
     from handoff.core.settings import load_settings
     from handoff.operate import replay
-    from handoff.stack.cli_consumers import load_app
 
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    setup_logging()
     runner = replay.Replayer(load_settings(), load_app(app_target), name,
                              say=lambda line: console.print(line, highlight=False))  # fmt: skip
     result = runner.run(resume=resume)

@@ -3,16 +3,13 @@
 from __future__ import annotations
 
 import getpass
-import importlib
-import sys
-from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from collections.abc import Callable
+from typing import Annotated, Any
 
 import typer
 
-from handoff.core.errors import ConfigurationError
-from handoff.core.settings import load_settings
-from handoff.stack.cli_common import (
+from handoff.cli import bootstrap
+from handoff.cli._common import (
     JsonOpt,
     YesOpt,
     _admin,
@@ -22,34 +19,17 @@ from handoff.stack.cli_common import (
     print_json,
     print_rows,
 )
-
-if TYPE_CHECKING:
-    from handoff.consumers.app import Consumer
+from handoff.cli._process import (
+    MetricsHostOpt,
+    MetricsPortOpt,
+    serve_metrics,
+    setup_logging,
+    stop_on_signals,
+)
 
 quarantine_app = typer.Typer(
     no_args_is_help=True, help="Events consumers could not process, and what to do with them."
 )
-
-
-def load_app(target: str) -> Consumer:
-    """``package.module:name`` -> the ``Consumer`` it names (the current folder is importable)."""
-    from handoff.consumers.app import Consumer
-
-    module_name, _, attr = target.partition(":")
-    if not module_name or not attr:
-        raise ConfigurationError(f"{target!r}: expected MODULE:APP, e.g. myservice.consumers:app")
-    if str(Path.cwd()) not in sys.path:
-        sys.path.insert(0, str(Path.cwd()))
-    try:
-        module = importlib.import_module(module_name)
-    except ImportError as exc:
-        raise ConfigurationError(f"cannot import {module_name}: {exc}") from exc
-    found = getattr(module, attr, None)
-    if not isinstance(found, Consumer):
-        raise ConfigurationError(
-            f"{target} is {type(found).__name__}, not a handoff.consumers.Consumer"
-        )
-    return found
 
 
 def consume(
@@ -81,12 +61,8 @@ def consume(
     reader_schema: Annotated[
         int | None, typer.Option(help="Read events as this schema version (default newest).")
     ] = None,
-    metrics_port: Annotated[
-        int | None, typer.Option(help="Serve Prometheus metrics on this port.")
-    ] = None,
-    metrics_host: Annotated[
-        str, typer.Option(help="Interface for the metrics (0.0.0.0 inside a container).")
-    ] = "127.0.0.1",
+    metrics_port: MetricsPortOpt = None,
+    metrics_host: MetricsHostOpt = "127.0.0.1",
     idle_exit: Annotated[
         float | None, typer.Option(help="Exit after this many seconds without messages.")
     ] = None,
@@ -99,17 +75,6 @@ def consume(
     ] = None,
 ) -> None:
     """Run a consumer: guarded handlers, ordered per document, failures to quarantine."""
-    import logging
-    import signal
-
-    from prometheus_client import start_http_server
-
-    from handoff.consumers.runtime import Runtime
-    from handoff.consumers.settings import ConsumerSettings
-
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
-    for noisy in ("httpx", "httpx2"):
-        logging.getLogger(noisy).setLevel(logging.WARNING)
     overrides: dict[str, Any] = {
         "batch_size": batch_size,
         "concurrency": concurrency,
@@ -118,29 +83,12 @@ def consume(
         "instance_id": instance_id,
         "reader_schema_version": reader_schema,
     }
-    config = ConsumerSettings(**{k: v for k, v in overrides.items() if v is not None})
-    settings = load_settings()
-    app = load_app(target)
-    runtime = Runtime(app, settings, config)
-    workers = None
-    if app.effects:
-        from handoff.consumers.executor import Executors
-        from handoff.consumers.settings import EffectSettings
-
-        effect_config = EffectSettings.with_executors(executors)
-        workers = Executors(app, settings.database_url, effect_config)
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda *_: runtime.stop())
-    if metrics_port is not None:
-        start_http_server(metrics_port, addr=metrics_host)
-    if workers is not None:
-        workers.start()
-    try:
-        count = runtime.run(idle_exit_s=idle_exit)
-    finally:
-        if workers is not None:
-            workers.stop()
-    console.print(f"consumer {runtime.app.name} processed {count} messages")
+    setup_logging()
+    process = bootstrap.consumer(target, overrides, executors)
+    stop_on_signals(process.stop)
+    serve_metrics(metrics_port, metrics_host)
+    count = process.run(idle_exit_s=idle_exit)
+    console.print(f"consumer {process.runtime.app.name} processed {count} messages")
 
 
 when = cell  # one formatter for times in tables (cli_common)
@@ -219,8 +167,7 @@ def quarantine_retry(
     from handoff.core.quarantine import request_retry
 
     _confirm(f"Retry quarantine entry {entry}?", yes)
-    with _admin() as conn:
-        request_retry(conn, entry, actor=by or getpass.getuser(), reason=reason)
+    _decided(request_retry, entry, reason, by)
     console.print(f"entry {entry}: retry requested; the running consumer takes it within seconds")
 
 
@@ -232,6 +179,11 @@ def quarantine_discard(
     from handoff.core.quarantine import discard
 
     _confirm(f"Discard quarantine entry {entry}? Its event will never be applied.", yes)
-    with _admin() as conn:
-        discard(conn, entry, actor=by or getpass.getuser(), reason=reason)
+    _decided(discard, entry, reason, by)
     console.print(f"entry {entry}: discarded")
+
+
+def _decided(decide: Callable[..., None], entry: int, reason: str, by: str | None) -> None:
+    """A person's decision on an entry, recorded under their name (the login's by default)."""
+    with _admin() as conn:
+        decide(conn, entry, actor=by or getpass.getuser(), reason=reason)

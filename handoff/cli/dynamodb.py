@@ -3,15 +3,15 @@
 
 from __future__ import annotations
 
-import signal
 import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Annotated, TypeVar
 
 import typer
 
+from handoff.cli._common import console
+from handoff.cli._process import long_running
 from handoff.core.errors import OutcomeUnknown, Unavailable
-from handoff.stack.cli_common import console
 
 if TYPE_CHECKING:
     from handoff.core.settings import HandoffSettings
@@ -67,8 +67,7 @@ def dynamodb_relay(
     reader = StreamReader(settings, client(url), client(url, "dynamodbstreams"),
                           table=table, topic=topic)  # fmt: skip
     stop = threading.Event()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda *_: stop.set())
+    long_running(stop.set)
     total = 0
     while True:
         total += reader.run_once()

@@ -42,8 +42,8 @@ def run(
 ) -> None:
     """Run the processes of a deployment: restarted when they crash, one log view,
     Ctrl-C stops them all in the reverse of their start order."""
-    from handoff.stack.deployment import load, load_env_file, only_processes
-    from handoff.stack.supervisor import Supervisor
+    from handoff.deploy.deployment import load, load_env_file, only_processes
+    from handoff.deploy.supervisor import Supervisor
 
     if env_file is not None:
         load_env_file(env_file)

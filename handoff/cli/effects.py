@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import getpass
-import logging
-import signal
 import sys
 import threading
 from pathlib import Path
@@ -14,8 +12,8 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from handoff.core.settings import default_home, load_settings
-from handoff.stack.cli_common import (
+from handoff.cli import bootstrap
+from handoff.cli._common import (
     JsonOpt,
     YesOpt,
     _admin,
@@ -24,7 +22,16 @@ from handoff.stack.cli_common import (
     print_json,
     print_rows,
 )
-from handoff.stack.cli_consumers import load_app, when
+from handoff.cli._common import cell as when
+from handoff.cli._process import (
+    MetricsHostOpt,
+    MetricsPortOpt,
+    long_running,
+    setup_logging,
+    stop_on_signals,
+)
+from handoff.cli.bootstrap import load_app
+from handoff.core.settings import default_home, load_settings
 
 effects_app = typer.Typer(
     no_args_is_help=True,
@@ -32,11 +39,6 @@ effects_app = typer.Typer(
 )
 
 IntentArg = Annotated[int, typer.Argument(help="The intent's id (see list).")]
-
-
-def _logging() -> None:
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
-    logging.getLogger("httpx").setLevel(logging.WARNING)
 
 
 @effects_app.command("list")
@@ -147,31 +149,19 @@ def effects_run(
     executors: Annotated[
         int | None, typer.Option(help="Executor workers (default HANDOFF_EFFECTS_EXECUTORS, 1).")
     ] = None,
-    metrics_port: Annotated[
-        int | None, typer.Option(help="Serve Prometheus metrics on this port.")
-    ] = None,
-    metrics_host: Annotated[str, typer.Option(help="Interface for the metrics.")] = "127.0.0.1",
+    metrics_port: MetricsPortOpt = None,
+    metrics_host: MetricsHostOpt = "127.0.0.1",
 ) -> None:
     """Run executors only: perform the app's committed intents until stopped."""
-    from prometheus_client import start_http_server
-
-    from handoff.consumers.executor import Executors
-    from handoff.consumers.settings import EffectSettings
-
-    _logging()
     app = load_app(target)
-    config = EffectSettings.with_executors(executors)
-    if config.executors < 1:
+    workers = bootstrap.effect_executors(app, executors)
+    if workers.config.executors < 1:
         console.print("[red]--executors must be at least 1 here[/red]")
         raise typer.Exit(2)
-    workers = Executors(app, load_settings().database_url, config)
     stop = threading.Event()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda *_: stop.set())
-    if metrics_port is not None:
-        start_http_server(metrics_port, addr=metrics_host)
+    long_running(stop.set, metrics_port, metrics_host)
     workers.start()
-    console.print(f"{app.name}: {config.executors} executor(s) running; Ctrl-C stops them")
+    console.print(f"{app.name}: {workers.config.executors} executor(s) running; Ctrl-C stops them")
     stop.wait()
     workers.stop()
 
@@ -190,14 +180,14 @@ def sandbox_provider(
     """Run the sandbox payments provider (idempotency keys, status lookup, faults)."""
     from handoff.sandbox.server import Sandbox
 
-    _logging()
+    setup_logging()
     if not 0 <= latency_ms <= 60_000:
         console.print("[red]--latency-ms must be from 0 to 60000[/red]")
         raise typer.Exit(2)
     folder = data or default_home() / "sandbox-provider"
     sandbox = Sandbox(host, port, folder, latency_ms=latency_ms)
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda *_: threading.Thread(target=sandbox.stop, daemon=True).start())
+    # Its stop waits for the server's loop: from a thread, not the signal handler.
+    stop_on_signals(lambda: threading.Thread(target=sandbox.stop, daemon=True).start())
     # The address on stdout, alone: scripts read it (port 0 picks one).
     print(sandbox.url, flush=True)
     console.print(f"sandbox provider on {sandbox.url}, records in {folder}")

@@ -9,7 +9,7 @@ from typing import Annotated, Any
 
 import typer
 
-from handoff.stack.cli_common import YesOpt, _admin, _confirm, cell, console, print_rows
+from handoff.cli._common import YesOpt, _admin, _confirm, cell, console, print_rows
 
 retention_app = typer.Typer(
     no_args_is_help=True,

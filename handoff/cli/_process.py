@@ -1,0 +1,58 @@
+"""What every long-running ``handoff`` process sets up, once and the same way.
+
+Logging (one format, the HTTP clients' per-request lines quieted), the stop
+signals (SIGTERM and SIGINT call the process's own stop, so it finishes
+what it holds instead of dying mid-unit), and the Prometheus endpoint.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+from collections.abc import Callable
+from typing import Annotated
+
+import typer
+
+LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s %(message)s"
+# One line per registry or provider request otherwise.
+QUIET = ("httpx", "httpx2")
+
+MetricsPortOpt = Annotated[
+    int | None, typer.Option("--metrics-port", help="Serve Prometheus metrics on this port.")
+]
+MetricsHostOpt = Annotated[
+    str,
+    typer.Option("--metrics-host", help="Interface for the metrics (0.0.0.0 in a container)."),
+]
+
+
+def setup_logging(level: int = logging.INFO) -> None:
+    logging.basicConfig(level=level, format=LOG_FORMAT)
+    for noisy in QUIET:
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+
+
+def stop_on_signals(stop: Callable[[], None]) -> None:
+    """SIGTERM and SIGINT call ``stop`` (which must return at once: it runs in the
+    handler)."""
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop())
+
+
+def serve_metrics(port: int | None, host: str = "127.0.0.1") -> None:
+    """The process's /metrics on ``port`` (none when it is None)."""
+    if port is None:
+        return
+    from prometheus_client import start_http_server
+
+    start_http_server(port, addr=host)
+
+
+def long_running(
+    stop: Callable[[], None], metrics_port: int | None = None, metrics_host: str = "127.0.0.1"
+) -> None:
+    """All three, for a process that runs until stopped."""
+    setup_logging()
+    stop_on_signals(stop)
+    serve_metrics(metrics_port, metrics_host)
