@@ -92,7 +92,7 @@ def audit_once(home: Path, tenant: str) -> tuple[float, float, dict[str, Any]]:
     """Run ``handoff audit`` as a process: seconds, peak RSS (MB), its JSON report."""
     started = time.perf_counter()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "handoff.stack", "audit", "--tenant", tenant, "--json"],
+        [sys.executable, "-m", "handoff.cli", "audit", "--tenant", tenant, "--json"],
         env={**os.environ, "HANDOFF_HOME": str(home)},
         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
     )  # fmt: skip

@@ -178,7 +178,7 @@ class Bench:
 
     def publish(self, topic: str) -> None:
         subprocess.run(
-            [sys.executable, "-m", "handoff.stack", "relay", "--once"],
+            [sys.executable, "-m", "handoff.cli", "relay", "--once"],
             env=self._env(HANDOFF_RELAY_DEFAULT_TOPIC=topic, HANDOFF_RELAY_BATCH_SIZE="5000"),
             check=True,
             capture_output=True,
@@ -228,7 +228,7 @@ class Bench:
         log_path = self._logs() / f"bench-consumer-{name}.log"
         with log_path.open("wb") as log:
             proc = subprocess.Popen(
-                [sys.executable, "-m", "handoff.stack", "consume", "benchmarks.consumer_app:app",
+                [sys.executable, "-m", "handoff.cli", "consume", "benchmarks.consumer_app:app",
                  "--topic", topic, "--batch-size", str(batch_size),
                  "--concurrency", str(concurrency), "--idle-exit", "3"],
                 env=self._env(BENCH_CONSUMER=name,
@@ -284,14 +284,14 @@ class Bench:
         logs = self._logs()
         with (logs / "bench-consumer-relay.log").open("wb") as log:
             relay = subprocess.Popen(
-                [sys.executable, "-m", "handoff.stack", "relay"],
+                [sys.executable, "-m", "handoff.cli", "relay"],
                 env=self._env(HANDOFF_RELAY_DEFAULT_TOPIC=topic),
                 stdout=subprocess.DEVNULL,
                 stderr=log,
             )
         with (logs / "bench-consumer-hop.log").open("wb") as log:  # the child keeps its copy
             hop = subprocess.Popen(
-                [sys.executable, "-m", "handoff.stack", "consume", "benchmarks.consumer_app:app",
+                [sys.executable, "-m", "handoff.cli", "consume", "benchmarks.consumer_app:app",
                  "--topic", topic, "--batch-size", str(HOP_BATCH)],
                 env=self._env(BENCH_CONSUMER="bench-hop", BENCH_NEXT="bench-next",
                               HANDOFF_CONSUMER_CREDENTIAL=self.creds["bench-hop"].token),

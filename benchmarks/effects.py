@@ -104,7 +104,7 @@ class Bench:
             self.cred = add_service(conn, CONSUMER, tenant=self.tenant)
         with (self.folder / "sandbox.log").open("ab") as log:
             self.provider = subprocess.Popen(
-                [sys.executable, "-m", "handoff.stack", "sandbox-provider", "--port", "0",
+                [sys.executable, "-m", "handoff.cli", "sandbox-provider", "--port", "0",
                  "--data", str(self.folder / "data"), "--latency-ms", str(latency_ms)],
                 stdout=subprocess.PIPE, stderr=log,
             )  # fmt: skip
@@ -151,7 +151,7 @@ class Bench:
         assert self.cred is not None
         log = (self.home / "logs" / f"bench-effects-{run}.log").open("ab")
         proc = subprocess.Popen(
-            [sys.executable, "-m", "handoff.stack", "effects", "run",
+            [sys.executable, "-m", "handoff.cli", "effects", "run",
              "benchmarks.effects_app:app", "--executors", str(executors)],
             env={**_environ(self.settings), "HANDOFF_CONSUMER_CREDENTIAL": self.cred.token,
                  "HANDOFF_SANDBOX_URL": self.url, **env},

@@ -26,9 +26,9 @@ from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-def
 
 from benchmarks.stats import peak_rss, percentile
 from handoff.core.events import current_schema, encode, to_record
+from handoff.core.kafka import producer as relay_producer
 from handoff.core.settings import HandoffSettings
 from handoff.relay.kafka_io import headers
-from handoff.relay.kafka_io import producer as relay_producer
 
 FILL = """
 INSERT INTO handoff.outbox (tenant_id, document_id, run_id, version, event_id, event_type, payload)
@@ -83,7 +83,7 @@ def drain(home: str, topic: str, rows: int) -> DrainResult:
     }
     began = time.perf_counter()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "handoff.stack", "relay", "--once"],
+        [sys.executable, "-m", "handoff.cli", "relay", "--once"],
         env=env,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
@@ -208,7 +208,7 @@ def latency(
     make_topic(settings, topic, log_append_time=True)
     env = {**os.environ, "HANDOFF_HOME": home, "HANDOFF_RELAY_DEFAULT_TOPIC": topic}
     relay = subprocess.Popen(
-        [sys.executable, "-m", "handoff.stack", "relay"],
+        [sys.executable, "-m", "handoff.cli", "relay"],
         env=env,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,

@@ -37,6 +37,7 @@ from handoff.stack.layout import pick_port
 from handoff.stack.procs import wait_until
 from handoff.tracker import operate
 from handoff.tracker import read_model as reads
+from handoff.tracker.lag_sql import cluster_of
 from handoff.tracker.read_model import ReadModel
 from handoff.tracker.settings import TrackerSettings
 
@@ -278,7 +279,10 @@ async def _measure(
                 runs,
             ),
             "operate": await _time(
-                lambda: operate.operate_view(model, viewer, TrackerSettings()), runs
+                lambda: operate.operate_view(
+                    model, viewer, TrackerSettings(), cluster_of(settings.kafka_bootstrap)
+                ),
+                runs,
             ),
         }
     return {**result, "flow": flow}
@@ -289,7 +293,7 @@ def served(home: Path) -> Iterator[str]:
     """A real ``handoff serve`` process for the HTTP timings."""
     port = pick_port(18700, set())
     proc = subprocess.Popen(
-        [sys.executable, "-m", "handoff.stack", "serve", "--port", str(port)],
+        [sys.executable, "-m", "handoff.cli", "serve", "--port", str(port)],
         env={**os.environ, "HANDOFF_HOME": str(home)},
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,

@@ -15,7 +15,6 @@ from __future__ import annotations
 import gc
 import logging
 import os
-import signal
 import threading
 import time
 import zlib
@@ -37,9 +36,16 @@ from handoff.consumers.event import Position
 from handoff.consumers.failures import Category
 from handoff.consumers.settings import ConsumerSettings
 from handoff.consumers.units import Item, Processor, sweep
-from handoff.core.errors import ConfigurationError, DatabaseUnavailable, MalformedEvent, Unavailable
-from handoff.core.guards_sql import PENDING, RECEIVE, WHOAMI
-from handoff.core.kafka_logs import client_logger, is_outage
+from handoff.core import db, kafka
+from handoff.core import guards_sql as guards
+from handoff.core.errors import (
+    ConfigurationError,
+    DatabaseUnavailable,
+    HandlerMissing,
+    LoginRefused,
+    MalformedEvent,
+    Unavailable,
+)
 from handoff.core.outage import Outage
 from handoff.core.retry import RetryPolicy
 from handoff.core.settings import HandoffSettings
@@ -111,7 +117,7 @@ class Runtime:
         config: ConsumerSettings | None = None,
     ) -> None:
         if not app.handlers:
-            raise ConfigurationError(f"consumer {app.name} has no handlers; add one first")
+            raise HandlerMissing(f"consumer {app.name} has no handlers; add one first")
         self.app, self.settings = app, settings
         self.config = config or ConsumerSettings()
         if app.batch_size is not None and "batch_size" not in self.config.model_fields_set:
@@ -142,15 +148,13 @@ class Runtime:
             try:
                 # Autocommit: units send BEGIN and COMMIT themselves (core/tx.py).
                 for _ in range(self.config.concurrency):
-                    conns.append(
-                        psycopg.connect(self._conninfo(), autocommit=True, connect_timeout=10)
-                    )
-                reads = psycopg.connect(self._conninfo(), autocommit=True, connect_timeout=10)
+                    conns.append(db.connect(self._conninfo(), autocommit=True, connect_timeout=10))
+                reads = db.connect(self._conninfo(), autocommit=True, connect_timeout=10)
                 break
-            except psycopg.OperationalError as exc:
+            except (DatabaseUnavailable, LoginRefused) as exc:
                 for conn in conns:
                     conn.close()
-                if "password authentication failed" in str(exc):
+                if isinstance(exc, LoginRefused):
                     raise ConfigurationError(
                         f"PostgreSQL refused the credential of {self.app.name}: check "
                         f"{self.app.credential_env} (handoff service rotate prints a new one)"
@@ -159,7 +163,7 @@ class Runtime:
                 self.database_down.failed(f"{exc}; retrying")
                 if self.stopping.wait(self._outage.delay(failures)):
                     raise DatabaseUnavailable("stopped while waiting for the database") from exc
-        row = reads.execute(WHOAMI).fetchone()
+        row = reads.execute(guards.WHOAMI).fetchone()
         assert row is not None
         tenant, name = row
         if name != self.app.name:
@@ -183,26 +187,14 @@ class Runtime:
     # -- Kafka ------------------------------------------------------------------------
 
     def _kafka(self) -> KafkaConsumer:
-        group = self.config.group or f"handoff.{self.tenant}.{self.app.name}"
-        static = {"group.instance.id": self.config.instance_id} if self.config.instance_id else {}
-        consumer = KafkaConsumer(
-            {
-                **static,
-                "bootstrap.servers": self.settings.kafka_bootstrap,
-                "group.id": group,
-                "client.id": f"handoff-{self.app.name}-{os.getpid()}",
-                # An offset is stored by hand, only after the database commit
-                # of its message; librdkafka commits the stored offsets every
-                # interval and on close. One commit request per batch would
-                # cost a broker round trip each (thousands a second at batch 1).
-                "enable.auto.commit": True,
-                "auto.commit.interval.ms": int(self.config.commit_interval_s * 1000),
-                "enable.auto.offset.store": False,
-                "auto.offset.reset": "earliest",
-                "enable.partition.eof": False,
-                "session.timeout.ms": int(self.config.session_timeout_s * 1000),
-                "logger": client_logger("handoff.consumers.kafka", self.kafka_down),
-            }
+        consumer = kafka.group_consumer(
+            self.settings.kafka_bootstrap,
+            self.config.group or kafka.group_of(self.tenant, self.app.name),
+            client_id=f"handoff-{self.app.name}-{os.getpid()}",
+            session_timeout_s=self.config.session_timeout_s,
+            commit_interval_s=self.config.commit_interval_s,
+            instance_id=self.config.instance_id,
+            logger=kafka.client_logger("handoff.consumers.kafka", self.kafka_down),
         )
         consumer.subscribe(self.config.topics)
         return consumer
@@ -222,10 +214,11 @@ class Runtime:
         failures = 0
         while not self.stopping.is_set():
             try:
-                work()
+                with db.translated(sent=False):  # the marks and sweeps are plain statements
+                    work()
                 self.database_down.ok()
                 return True
-            except (psycopg.OperationalError, DatabaseUnavailable) as exc:
+            except DatabaseUnavailable as exc:
                 failures += 1
                 self.database_down.failed(f"{exc}; reconnecting")
                 if self.stopping.wait(self._outage.delay(failures)):
@@ -330,8 +323,9 @@ class Runtime:
 
     def _done(self, consumer: KafkaConsumer, msgs: list[Message], *, units: bool) -> None:
         """``msgs`` are through (their ``units`` committed): their offsets stored."""
-        if self.config.fault_kill_after_commit and units:
-            os.kill(os.getpid(), signal.SIGKILL)  # the test fault: before the offsets
+        if units:
+            for hook in self.app.after_commit_hooks:
+                hook(len(msgs))
         self._commit(consumer, msgs)
         self._processed += len(msgs)
 
@@ -363,7 +357,7 @@ class Runtime:
             span[0], span[1] = min(span[0], p.offset), max(span[1], p.offset)
         marks = [{"topic": t, "partition": n, "first": a, "last": b, "inherit": inherit}
                  for (t, n), (a, b) in ranges.items()]  # fmt: skip
-        row = self._reads.execute(RECEIVE, {"kind": kind, "marks": Jsonb(marks)}).fetchone()
+        row = self._reads.execute(guards.RECEIVE, {"kind": kind, "marks": Jsonb(marks)}).fetchone()
         return int(row[0]) if row else 1
 
     def _run_batch(self, items: list[Item]) -> None:
@@ -400,7 +394,7 @@ class Runtime:
         event at a time, each counted, so the one that stops it again is the one blamed.
 
         Each event's count starts with the stop of the batch it was in (the
-        database knows which: consumer_receive, migration 0013), so a handler
+        database knows which: consumer_receive in handoff/sql/consumers.sql), so a handler
         that kills its process runs max_deliveries times in all, once in its
         batch and then alone. With max_deliveries 1 no event is blamed for its
         batch: it is first given one run alone.
@@ -428,7 +422,7 @@ class Runtime:
         error = msg.error()
         if error is None:
             return False
-        if is_outage(error):
+        if kafka.is_outage(error):
             self.kafka_down.failed(error)
         elif error.code() != KafkaError._PARTITION_EOF:
             log.warning("Kafka: %s", error)
@@ -452,7 +446,7 @@ class Runtime:
 
     def _measure(self, consumer: KafkaConsumer) -> None:
         assert self._reads is not None
-        row = self._reads.execute(PENDING).fetchone()
+        row = self._reads.execute(guards.PENDING).fetchone()
         if row:
             metrics.QUARANTINED.labels(self.app.name).set(row[0])
             metrics.PARKED.labels(self.app.name).set(row[1])

@@ -190,7 +190,7 @@ def _provider_check(
 
 def handoff_key(effect: str) -> re.Pattern[str]:
     """The shape of the idempotency keys Handoff gives ``effect``'s intents:
-    ``<consumer>.<effect>.<32 hex>`` (effect_intend, migration 0005). Charges under other
+    ``<consumer>.<effect>.<32 hex>`` (effect_intend, handoff/sql/effects.sql). Charges under other
     keys are another system's business, not Handoff's."""
     return re.compile(rf"{SERVICE_NAME_PATTERN}\.{re.escape(effect)}\.[0-9a-f]{{32}}")
 

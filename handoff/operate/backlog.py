@@ -22,7 +22,7 @@ from typing import Any
 
 import psycopg
 
-from handoff.consumers import lag
+from handoff.core import kafka as lag
 from handoff.core.db import translated
 from handoff.core.settings import HandoffSettings
 from handoff.operate import backlog_sql as q

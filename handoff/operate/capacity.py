@@ -24,7 +24,7 @@ from typing import Any
 
 import psycopg
 
-from handoff.consumers import lag
+from handoff.core import kafka as lag
 from handoff.core.db import translated
 from handoff.core.errors import ConfigurationError
 from handoff.core.identity import Credential
@@ -133,7 +133,7 @@ def _start(app_target: str, credential: Credential, index: int) -> subprocess.Po
     logs.mkdir(parents=True, exist_ok=True)
     with (logs / f"experiment-{index}.log").open("ab") as out:
         return subprocess.Popen(
-            [sys.executable, "-m", "handoff.stack", "consume", app_target],
+            [sys.executable, "-m", "handoff.cli", "consume", app_target],
             env=env, stdout=out, stderr=subprocess.STDOUT,
         )  # fmt: skip
 

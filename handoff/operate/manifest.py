@@ -18,11 +18,11 @@ from datetime import UTC, datetime
 from typing import Annotated, Literal
 
 import orjson
-from confluent_kafka import Consumer as KafkaConsumer
 from confluent_kafka import TopicPartition
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from handoff.core.errors import InvalidRequest
+from handoff.core.kafka import reader
 
 
 class Range(BaseModel):
@@ -95,13 +95,7 @@ class Positions:
 
     def __init__(self, bootstrap: str, topic: str) -> None:
         self.topic = topic
-        self._kafka = KafkaConsumer(
-            {
-                "bootstrap.servers": bootstrap,
-                "group.id": "handoff-replay-plan",
-                "enable.auto.commit": False,
-            }
-        )
+        self._kafka = reader(bootstrap, "handoff-replay-plan")
 
     def __enter__(self) -> Positions:
         return self

@@ -20,7 +20,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import psycopg
-from confluent_kafka import Consumer as KafkaConsumer
 from confluent_kafka import KafkaError, TopicPartition
 from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
@@ -34,6 +33,7 @@ from handoff.core.errors import (
     MalformedEvent,
     ProjectionRefused,
 )
+from handoff.core.kafka import reader
 from handoff.core.settings import HandoffSettings
 from handoff.operate import projection_sql as q
 from handoff.operate.manifest import Positions
@@ -97,10 +97,7 @@ def _read(
     total = sum(ends.values())
     pending = {p for p, end in ends.items() if end > 0}
     decoder = Decoder(settings.schema_registry_url, reader_schema(None))
-    kafka = KafkaConsumer({"bootstrap.servers": settings.kafka_bootstrap,
-                           "group.id": f"handoff-projection-{name}", "enable.auto.commit": False,
-                           "auto.offset.reset": "earliest",
-                           "enable.partition.eof": True})  # fmt: skip
+    kafka = reader(settings.kafka_bootstrap, f"handoff-projection-{name}", eof=True)
     # From the first retained offset of each partition (OFFSET_BEGINNING: -2).
     kafka.assign([TopicPartition(topic, p, -2) for p in sorted(pending)])
     statement = q.upsert(name)

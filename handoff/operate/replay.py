@@ -24,7 +24,6 @@ from datetime import datetime
 from typing import Any
 
 import psycopg
-from confluent_kafka import Consumer as KafkaConsumer
 from confluent_kafka import KafkaError, TopicPartition
 from psycopg.conninfo import make_conninfo
 from psycopg.rows import dict_row
@@ -35,9 +34,12 @@ from handoff.consumers.decoding import Decoder, reader_schema
 from handoff.consumers.runtime import message_item
 from handoff.consumers.settings import ConsumerSettings
 from handoff.consumers.units import Item, Processor
+from handoff.consumers.verdicts import Verdict
+from handoff.consumers.wrappers import Unit
+from handoff.core import guards_sql as guards
 from handoff.core.db import translated
 from handoff.core.errors import ConfigurationError, InvalidRequest, ReplayRefused
-from handoff.core.guards_sql import WHOAMI
+from handoff.core.kafka import reader
 from handoff.core.settings import HandoffSettings
 from handoff.core.tx import HandoffTx
 from handoff.operate import replay_sql as q
@@ -45,12 +47,16 @@ from handoff.operate.manifest import Manifest
 
 log = logging.getLogger("handoff.replay")
 
-OUTCOME_OF = {"apply": "completed", "duplicate": "duplicate", "stale": "duplicate",
-              "park": "unresolved", "gap": "unresolved", "waiting": "unresolved",
-              "quarantined": "quarantined", "gone": "duplicate"}  # fmt: skip
-DETAIL_OF = {"stale": "older than the consumer's position", "park": "behind a quarantined event",
-             "gap": "waiting for an earlier version", "waiting": "waiting for an earlier version",
-             "duplicate": "the guard had taken it"}  # fmt: skip
+# A record's outcome in the replay's accounts, from the consumer's verdict.
+OUTCOME_OF = {Verdict.APPLY: "completed", Verdict.DUPLICATE: "duplicate",
+              Verdict.STALE: "duplicate", Verdict.PARK: "unresolved", Verdict.GAP: "unresolved",
+              Verdict.WAITING: "unresolved", Verdict.QUARANTINED: "quarantined",
+              Verdict.GONE: "duplicate"}  # fmt: skip
+DETAIL_OF = {Verdict.STALE: "older than the consumer's position",
+             Verdict.PARK: "behind a quarantined event",
+             Verdict.GAP: "waiting for an earlier version",
+             Verdict.WAITING: "waiting for an earlier version",
+             Verdict.DUPLICATE: "the guard had taken it"}  # fmt: skip
 STOP_POLL_S = 0.2  # a stop is seen within this, plus the record in hand
 
 
@@ -180,27 +186,30 @@ def _key(item: Item) -> str:
     return f"{p.topic}:{p.partition}:{p.offset}"
 
 
-class _ReplayProcessor(Processor):
-    """The consumer's processor, recording each outcome and the checkpoint in its unit."""
+class _Recording:
+    """Replay's wrapper of the consumer's unit (consumers/wrappers.py): inside the unit's
+    transaction it limits the handlers to the manifest's capabilities, and records each
+    record's outcome and the checkpoint, so they commit with the handler's work."""
 
-    speculate = False  # every verdict is recorded, so each is read first
-
-    def __init__(self, plan: str, allowed: _Allowed, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
+    def __init__(self, plan: str, allowed: _Allowed) -> None:
         self.plan, self.allowed = plan, allowed
         self.stop_seen = False
 
-    def unit(self, tx: HandoffTx, items: list[Item], *, reconcile: bool = False) -> list[str]:
-        tx.capabilities = self.allowed
-        verdicts = super().unit(tx, items, reconcile=reconcile)
-        rows = [_row(item, OUTCOME_OF.get(v, "unresolved"), DETAIL_OF.get(v))
-                for item, v in zip(items, verdicts, strict=True)]  # fmt: skip
-        checkpoint = {str(i.position.partition): i.position.offset + 1 for i in items}
-        found = tx.execute(
-            q.RECORD, {"name": self.plan, "items": Jsonb(rows), "checkpoint": Jsonb(checkpoint)}
-        ).fetchone()
-        self.stop_seen = bool(found and found[0])
-        return verdicts
+    def __call__(self, unit: Unit) -> Unit:
+        def recorded(tx: HandoffTx, items: list[Item], reconcile: bool) -> list[Verdict]:
+            tx.capabilities = self.allowed
+            verdicts = unit(tx, items, reconcile)
+            rows = [_row(item, OUTCOME_OF.get(v, "unresolved"), DETAIL_OF.get(v))
+                    for item, v in zip(items, verdicts, strict=True)]  # fmt: skip
+            checkpoint = {str(i.position.partition): i.position.offset + 1 for i in items}
+            found = tx.execute(
+                q.RECORD,
+                {"name": self.plan, "items": Jsonb(rows), "checkpoint": Jsonb(checkpoint)},
+            ).fetchone()
+            self.stop_seen = bool(found and found[0])
+            return verdicts
+
+        return recorded
 
 
 def _row(item: Item, outcome: str, detail: str | None) -> dict[str, Any]:
@@ -259,7 +268,7 @@ class Replayer:
             psycopg.connect(info, autocommit=True) as conn,  # units BEGIN themselves
             psycopg.connect(info, autocommit=True) as reads,
         ):
-            found = reads.execute(WHOAMI).fetchone()
+            found = reads.execute(guards.WHOAMI).fetchone()
             assert found is not None
             plan = load(admin, self.name)
             self._check(plan, found[0])
@@ -292,8 +301,9 @@ class Replayer:
         tenant: str,
     ) -> tuple[str, str | None]:
         config = ConsumerSettings()
-        allowed = _Allowed(self.name, m.allowed_capabilities)
-        processor = _ReplayProcessor(self.name, allowed, self.app, conn, config)
+        recording = _Recording(self.name, _Allowed(self.name, m.allowed_capabilities))
+        # Every verdict is recorded, so each is read first: no speculative claims.
+        processor = Processor(self.app, conn, config, speculate=False, unit_wrappers=[recording])
         decoder = Decoder(self.settings.schema_registry_url, reader_schema(None))
         ends = {r.partition: r.end for r in m.ranges}
         nexts = {r.partition: max(r.start, int(checkpoint.get(str(r.partition), r.start)))
@@ -301,13 +311,7 @@ class Replayer:
         pending = {p for p in ends if nexts[p] <= ends[p]}
         wanted = set(m.event_ids) if m.event_ids is not None else None
         excluded = set(m.excluded)
-        kafka = KafkaConsumer({
-            "bootstrap.servers": self.settings.kafka_bootstrap,
-            "group.id": f"handoff-replay-{self.name}",
-            "enable.auto.commit": False,
-            "enable.auto.offset.store": False,
-            "enable.partition.eof": True,
-        })  # fmt: skip
+        kafka = reader(self.settings.kafka_bootstrap, f"handoff-replay-{self.name}", eof=True)
         kafka.assign([TopicPartition(m.topic, p, nexts[p]) for p in sorted(pending)])
         interval = 1.0 / m.rate
         next_at = time.monotonic()
@@ -316,7 +320,7 @@ class Replayer:
         try:
             while pending:
                 now = time.monotonic()
-                if processor.stop_seen or (
+                if recording.stop_seen or (
                     now - last_poll >= STOP_POLL_S and self._stopping(reads)
                 ):
                     self._save(conn, skipped_since_save)
@@ -365,7 +369,7 @@ class Replayer:
                 else:
                     verdict = processor.run_one(item)
                     outcome = OUTCOME_OF.get(verdict, "unresolved")
-                    if verdict in ("quarantined", "waiting"):
+                    if verdict in (Verdict.QUARANTINED, Verdict.WAITING):
                         # Their own transactions (quarantine, set-aside): recorded after.
                         self._record_alone(conn, item, outcome, DETAIL_OF.get(verdict))
                 self.counts[outcome] = self.counts.get(outcome, 0) + 1

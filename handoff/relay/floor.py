@@ -7,7 +7,7 @@ from typing import Any
 
 import psycopg
 
-from handoff.core.outbox_sql import HORIZON
+from handoff.core import outbox_sql as q
 
 
 class Floor:
@@ -38,7 +38,7 @@ class Floor:
         if now < self._next_tick:
             return
         self._next_tick = now + self.TICK_S
-        row = conn.execute(HORIZON).fetchone()
+        row = conn.execute(q.HORIZON).fetchone()
         if row is None or row[2] is None:
             return
         xmin, xmax, last_id = (int(v) for v in row)

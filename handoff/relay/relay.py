@@ -6,7 +6,7 @@ harmless to consumers).
 
 Two threads form a pipeline so that the database's work and Python's work
 overlap: the database thread owns the session (slots, fetching, marking,
-LISTEN, housekeeping) and fetches batch N+1 while the producer thread
+q.LISTEN, housekeeping) and fetches batch N+1 while the producer thread
 encodes, produces and awaits the acks of batch N. Every fetch starts at the
 lowest pending id and leaves out only the rows still in flight. (Bounding
 fetches by the last id seen instead would skip rows that got a lower id but
@@ -24,11 +24,10 @@ from __future__ import annotations
 
 import gc
 import logging
-import os
 import queue
-import signal
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -37,27 +36,17 @@ import psycopg
 from confluent_kafka import KafkaError, Message, Producer
 from psycopg.types.json import set_json_loads
 
-from handoff.core.errors import EventEncodingError, Unavailable
+from handoff.core import db, kafka
+from handoff.core import outbox_sql as q
+from handoff.core.errors import DatabaseUnavailable, EventEncodingError, Unavailable
 from handoff.core.events import encode, to_record
-from handoff.core.kafka_logs import client_logger, is_outage
 from handoff.core.outage import Outage
-from handoff.core.outbox_sql import (
-    BACKLOG,
-    FETCH_PENDING,
-    LISTEN,
-    MARK_PUBLISHED,
-    PARK,
-    PURGE,
-    SESSION_SETUP,
-    SET_WAITING,
-    IdArray,
-    IdArrayDumper,
-)
+from handoff.core.outbox_sql import IdArray, IdArrayDumper
 from handoff.core.retry import RetryPolicy
 from handoff.core.settings import HandoffSettings
 from handoff.relay import metrics
 from handoff.relay.floor import Floor
-from handoff.relay.kafka_io import ensure_topics, headers, producer, register_schemas
+from handoff.relay.kafka_io import headers, register_schemas
 from handoff.relay.settings import RelaySettings
 from handoff.relay.slots import SlotOwner
 
@@ -106,7 +95,9 @@ class Batch:
 
 
 @dataclass
-class Outcome:
+class Published:
+    """What one publish of a batch came to: acknowledged, parked (undeliverable), failed."""
+
     acked: list[int]
     parked: list[tuple[int, str]] = field(default_factory=list)
     failed: bool = False
@@ -123,6 +114,9 @@ class Relay:
         # by its value, which holds its event id: no callback object per message.
         self._failed: set[bytes] = set()
         self._fatal: str | None = None
+        # An injection point, set in code (a test proves a crash here republishes):
+        # called after the broker acked a batch, before its rows are marked.
+        self.after_ack_hooks: list[Callable[[int], None]] = []
         # Outages are logged as such: one line when they begin and one when they end.
         self.kafka_down = Outage(log, "Kafka")
         self.database_down = Outage(log, "the database")
@@ -131,20 +125,20 @@ class Relay:
 
     def _start_kafka(self) -> None:
         topics = self.config.topics()
-        ensure_topics(self.settings.kafka_bootstrap, topics, self.config.topic_partitions)
+        kafka.ensure_topics(self.settings.kafka_bootstrap, topics, self.config.topic_partitions)
         self.schema, self.schema_ids = register_schemas(self.settings.schema_registry_url, topics)
         log.info("schema v%s registered for %s", self.schema.version, ", ".join(topics))
         self.kafka_down.ok()
         self.producer = self._new_producer()
 
     def _new_producer(self) -> Producer:
-        return producer(
+        return kafka.producer(
             self.settings.kafka_bootstrap,
             linger_ms=self.config.linger_ms,
             delivery_timeout_s=self.config.delivery_timeout_s,
             error_cb=self._error,
             on_delivery=self._delivered,
-            logger=client_logger("handoff.relay.kafka", self.kafka_down),
+            logger=kafka.client_logger("handoff.relay.kafka", self.kafka_down),
         )
 
     # -- running -------------------------------------------------------------------
@@ -168,12 +162,15 @@ class Relay:
         attempts = 0
         while not self.stopping.is_set():
             try:
-                with psycopg.connect(self.settings.database_url, autocommit=True) as conn:
+                with (
+                    db.connect(self.settings.database_url, autocommit=True) as conn,
+                    db.translated(sent=False),
+                ):
                     self.database_down.ok()
                     attempts = 0
                     if self._session(conn, once=once):
                         break
-            except psycopg.OperationalError as exc:
+            except DatabaseUnavailable as exc:
                 attempts += 1
                 metrics.FAILURES.labels("database").inc()
                 metrics.SLOTS_OWNED.set(0)
@@ -186,14 +183,14 @@ class Relay:
         """Run the pipeline on one database session; True when --once is done."""
         set_json_loads(orjson.loads, conn)  # payload decoding is on the hot path
         conn.adapters.register_dumper(IdArray, IdArrayDumper)
-        conn.execute(SESSION_SETUP)
-        conn.execute(LISTEN)
+        conn.execute(q.SESSION_SETUP)
+        conn.execute(q.LISTEN)
         batches: queue.Queue[Batch | None] = queue.Queue()
-        outcomes: queue.Queue[Outcome] = queue.Queue()
+        results: queue.Queue[Published] = queue.Queue()
         result: dict[str, Any] = {}
         db = threading.Thread(
             target=self._database_side,
-            args=(conn, once, batches, outcomes, result),
+            args=(conn, once, batches, results, result),
             name="relay-db",
             daemon=True,
         )
@@ -202,7 +199,7 @@ class Relay:
         while (batch := batches.get()) is not None:
             if batch.retry:
                 failed_docs.clear()
-            outcomes.put(self._publish(batch.rows, failed_docs))
+            results.put(self._publish(batch.rows, failed_docs))
         db.join()
         if "error" in result:
             raise result["error"]
@@ -215,11 +212,11 @@ class Relay:
         conn: psycopg.Connection[Any],
         once: bool,
         batches: queue.Queue[Batch | None],
-        outcomes: queue.Queue[Outcome],
+        results: queue.Queue[Published],
         result: dict[str, Any],
     ) -> None:
         try:
-            result["done"] = self._feed(conn, once, batches, outcomes)
+            result["done"] = self._feed(conn, once, batches, results)
         except BaseException as exc:  # handed to the producer thread, which re-raises
             result["error"] = exc
         finally:
@@ -230,7 +227,7 @@ class Relay:
         conn: psycopg.Connection[Any],
         once: bool,
         batches: queue.Queue[Batch | None],
-        outcomes: queue.Queue[Outcome],
+        results: queue.Queue[Published],
     ) -> bool:
         slots = SlotOwner(conn)
         floor = Floor()
@@ -239,9 +236,9 @@ class Relay:
         next_rebalance = next_metrics = 0.0
         next_purge = time.monotonic() + self.config.purge_interval_s
         while not self.stopping.is_set():
-            while in_flight and not outcomes.empty():
+            while in_flight and not results.empty():
                 in_flight.pop(0)
-                failures = self._settle(conn, outcomes.get(), failures)
+                failures = self._settle(conn, results.get(), failures)
             now = time.monotonic()
             if not in_flight:
                 # Slots change hands only with nothing in flight.
@@ -272,27 +269,27 @@ class Relay:
                     continue
             if in_flight:
                 in_flight.pop(0)
-                failures = self._settle(conn, outcomes.get(), failures)
+                failures = self._settle(conn, results.get(), failures)
                 continue
             if once:
                 return True
             # Idle: ask emits to notify, look once more (a row committed just
             # before the flag was set gets no NOTIFY), then wait.
-            conn.execute(SET_WAITING)
+            conn.execute(q.SET_WAITING)
             if self._fetch(conn, slots, IdArray.of([]), floor.value):
                 continue
             for _ in conn.notifies(timeout=self.config.poll_interval_s, stop_after=1):
                 pass
         return False
 
-    def _settle(self, conn: psycopg.Connection[Any], outcome: Outcome, failures: int) -> int:
-        for row_id, reason in outcome.parked:
-            conn.execute(PARK, {"id": row_id, "reason": reason[:1000]})
-        if outcome.acked:
-            conn.execute(MARK_PUBLISHED, {"ids": IdArray.of(outcome.acked)})
-            self.published += len(outcome.acked)
-            metrics.PUBLISHED.inc(len(outcome.acked))
-        return failures + 1 if outcome.failed else 0
+    def _settle(self, conn: psycopg.Connection[Any], done: Published, failures: int) -> int:
+        for row_id, reason in done.parked:
+            conn.execute(q.PARK, {"id": row_id, "reason": reason[:1000]})
+        if done.acked:
+            conn.execute(q.MARK_PUBLISHED, {"ids": IdArray.of(done.acked)})
+            self.published += len(done.acked)
+            metrics.PUBLISHED.inc(len(done.acked))
+        return failures + 1 if done.failed else 0
 
     def _fetch(
         self, conn: psycopg.Connection[Any], slots: SlotOwner, in_flight: IdArray, floor: int
@@ -300,7 +297,7 @@ class Relay:
         if not slots.owned:
             return []
         cursor = conn.execute(
-            FETCH_PENDING,
+            q.FETCH_PENDING,
             {
                 "slots": sorted(slots.owned),
                 "limit": self.config.batch_size,
@@ -318,7 +315,7 @@ class Relay:
             value = msg.value()
             if isinstance(value, bytes):
                 self._failed.add(value)
-            if is_outage(err):
+            if kafka.is_outage(err):
                 self.kafka_down.failed(f"delivery failed: {err}")
             else:
                 log.warning("delivery of %r failed: %s", msg.key(), err)
@@ -326,12 +323,12 @@ class Relay:
     def _error(self, err: KafkaError) -> None:
         if err.fatal():
             self._fatal = str(err)
-        if is_outage(err) and not err.fatal():
+        if kafka.is_outage(err) and not err.fatal():
             self.kafka_down.failed(err)
         else:
             log.warning("kafka: %s", err)
 
-    def _publish(self, rows: list[Row], failed_docs: set[Document]) -> Outcome:
+    def _publish(self, rows: list[Row], failed_docs: set[Document]) -> Published:
         """Produce a batch and wait for every ack; say which rows may be marked.
 
         ``failed_docs`` carries documents whose delivery failed into later
@@ -339,7 +336,7 @@ class Relay:
         they never overtake it.
         """
         self._failed.clear()
-        outcome = Outcome(acked=[])
+        done = Published(acked=[])
         parked: set[Document] = set()
         sent: list[tuple[Row, bytes]] = []
         for row in rows:
@@ -352,7 +349,7 @@ class Relay:
                     self.schema, self.schema_ids[topic], to_record(row.payload, self.schema.version)
                 )
             except EventEncodingError as exc:
-                outcome.parked.append((row.id, str(exc)))
+                done.parked.append((row.id, str(exc)))
                 metrics.FAILURES.labels("encode").inc()
                 log.error("parking outbox row %s (%s/%s): %s", row.id, *row.document, exc)
                 parked.add(row.document)
@@ -377,10 +374,11 @@ class Relay:
             metrics.FAILURES.labels("delivery").inc(len(sent))
             self._replace_producer()
             failed_docs.update(row.document for row, _ in sent)
-            outcome.failed = True
-            return outcome
-        if self.config.fault_kill_after_ack and len(sent) > len(self._failed):
-            os.kill(os.getpid(), signal.SIGKILL)  # test only: acked, not yet marked
+            done.failed = True
+            return done
+        if len(sent) > len(self._failed):
+            for hook in self.after_ack_hooks:  # acked, not yet marked published
+                hook(len(sent))
         # Mark, per document, only the acked prefix: a later row acked after
         # an earlier one failed is sent again with it, in order.
         for row, value in sent:
@@ -388,12 +386,12 @@ class Relay:
                 continue
             if value in self._failed:
                 failed_docs.add(row.document)
-                outcome.failed = True
+                done.failed = True
             else:
-                outcome.acked.append(row.id)
-        if outcome.failed:
+                done.acked.append(row.id)
+        if done.failed:
             metrics.FAILURES.labels("delivery").inc(len(self._failed))
-        return outcome
+        return done
 
     def _produce(self, topic: str, value: bytes, key: bytes, hdrs: list[Any]) -> None:
         while True:
@@ -416,7 +414,7 @@ class Relay:
     # -- housekeeping (database thread) --------------------------------------------------
 
     def _measure(self, conn: psycopg.Connection[Any]) -> None:
-        row = conn.execute(BACKLOG).fetchone()
+        row = conn.execute(q.BACKLOG).fetchone()
         if row:
             metrics.BACKLOG.set(row[0])
             metrics.OLDEST_AGE.set(float(row[1] or 0))
@@ -425,7 +423,7 @@ class Relay:
     def _purge(self, conn: psycopg.Connection[Any]) -> None:
         seconds = self.config.retention_hours * 3600
         while True:
-            deleted = conn.execute(PURGE, {"seconds": seconds, "limit": PURGE_BATCH}).rowcount
+            deleted = conn.execute(q.PURGE, {"seconds": seconds, "limit": PURGE_BATCH}).rowcount
             metrics.PURGED.inc(deleted)
             if deleted < PURGE_BATCH or self.stopping.is_set():
                 break

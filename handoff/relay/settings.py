@@ -61,13 +61,6 @@ class RelaySettings(BaseSettings):
         int, Field(ge=1, description="Partitions of topics the relay creates.")
     ] = 6
     linger_ms: Annotated[int, Field(ge=0, description="Producer batching delay.")] = 5
-    fault_kill_after_ack: Annotated[
-        bool,
-        Field(
-            description="Test only: kill -9 this relay right after the broker acks a batch and "
-            "before the rows are marked published, to prove they are republished."
-        ),
-    ] = False
 
     def topic_for(self, event_type: str, owner: str | None) -> str:
         for route in self.routes:

@@ -16,15 +16,7 @@ from typing import Any
 
 import psycopg
 
-from handoff.core.outbox_sql import (
-    JOIN,
-    RELAY_LOCK_CLASS,
-    RELAY_MEMBER_CLASS,
-    RELAYS_ALIVE,
-    SLOTS_HELD_BY_OTHERS,
-    TRY_LOCK_SLOT,
-    UNLOCK_SLOT,
-)
+from handoff.core import outbox_sql as q
 
 SLOTS = 256  # must match the "& 255" of outbox.slot
 
@@ -33,10 +25,10 @@ class SlotOwner:
     def __init__(self, conn: psycopg.Connection[Any]) -> None:
         self.conn = conn
         self.owned: set[int] = set()
-        conn.execute(JOIN, {"cls": RELAY_MEMBER_CLASS})
+        conn.execute(q.JOIN, {"cls": q.RELAY_MEMBER_CLASS})
 
     def fair_share(self) -> int:
-        row = self.conn.execute(RELAYS_ALIVE, {"cls": RELAY_MEMBER_CLASS}).fetchone()
+        row = self.conn.execute(q.RELAYS_ALIVE, {"cls": q.RELAY_MEMBER_CLASS}).fetchone()
         relays = max(1, int(row[0]) if row else 1)
         return math.ceil(SLOTS / relays)
 
@@ -45,17 +37,19 @@ class SlotOwner:
         share = SLOTS if take_all else self.fair_share()
         while len(self.owned) > share:
             slot = max(self.owned)
-            self.conn.execute(UNLOCK_SLOT, {"cls": RELAY_LOCK_CLASS, "slot": slot})
+            self.conn.execute(q.UNLOCK_SLOT, {"cls": q.RELAY_LOCK_CLASS, "slot": slot})
             self.owned.discard(slot)
         if len(self.owned) >= share:
             return
-        held = {r[0] for r in self.conn.execute(SLOTS_HELD_BY_OTHERS, {"cls": RELAY_LOCK_CLASS})}
+        held = {
+            r[0] for r in self.conn.execute(q.SLOTS_HELD_BY_OTHERS, {"cls": q.RELAY_LOCK_CLASS})
+        }
         for slot in range(SLOTS):
             if len(self.owned) >= share:
                 break
             if slot in self.owned or slot in held:
                 continue
-            row = self.conn.execute(TRY_LOCK_SLOT, {"cls": RELAY_LOCK_CLASS, "slot": slot})
+            row = self.conn.execute(q.TRY_LOCK_SLOT, {"cls": q.RELAY_LOCK_CLASS, "slot": slot})
             got = row.fetchone()
             if got and got[0]:
                 self.owned.add(slot)

@@ -32,10 +32,10 @@ from handoff.tracker import (
     read_sql,
     ui,
 )
-from handoff.tracker.headers import SecurityHeaders
+from handoff.tracker.headers import ResponseHeaders, security_headers
 from handoff.tracker.limits import BodyLimits
 from handoff.tracker.read_model import ReadModel
-from handoff.tracker.request_ids import RequestIds
+from handoff.tracker.request_ids import request_id_header
 from handoff.tracker.sessions import Sessions
 from handoff.tracker.settings import TrackerSettings
 
@@ -100,6 +100,7 @@ def create_app(
         app.state.read_model = ReadModel(pool, byte_order=bool(row and row[0]))
         app.state.tracker_settings = tracker
         app.state.settings = settings
+        cluster = app.state.kafka_cluster = lag_sql.cluster_of(settings.kafka_bootstrap)
         app.state.sessions = Sessions(
             pool,
             lifetime=timedelta(seconds=tracker.session_lifetime_s),
@@ -109,7 +110,7 @@ def create_app(
 
         async def lag_failed(why: str) -> None:
             async with pool.connection(timeout=5) as conn:
-                await conn.execute(lag_sql.FAILING, {"error": why})
+                await conn.execute(lag_sql.FAILING, {"cluster": cluster, "error": why})
 
         sampling = (
             asyncio.create_task(lag_sampler.supervise(settings, tracker, lag_failed))
@@ -143,12 +144,13 @@ def create_app(
         lifespan=lifespan,
     )
     app.openapi = lambda: openapi.document(app)  # type: ignore[method-assign]
-    http_errors.install(app)
+    http_errors.install(app, ui.error_page)
     app.add_middleware(
         BodyLimits, max_json_bytes=tracker.max_json_bytes, max_form_bytes=tracker.max_form_bytes
     )
-    app.add_middleware(SecurityHeaders)
-    app.add_middleware(RequestIds)  # outermost: every answer has its request id
+    app.add_middleware(ResponseHeaders, headers=security_headers)
+    # outermost: every answer has its request id
+    app.add_middleware(ResponseHeaders, headers=request_id_header)
     app.include_router(emit_api.router)
     app.include_router(query_api.router)
     app.include_router(ui.router)

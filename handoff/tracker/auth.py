@@ -46,5 +46,15 @@ def bearer_or_session(request: Request, given: Bearer) -> Credential | Session:
     return session
 
 
+def signed_in(request: Request) -> Session:
+    """The web UI's session (checked by the reads it makes); none: Unauthenticated, which
+    a page answers by going to sign-in (ui.error_page)."""
+    session = sessions.from_cookie(request.cookies.get(sessions.COOKIE))
+    if session is None:
+        raise Unauthenticated("sign in first")
+    return session
+
+
 Writer = Annotated[Credential, Depends(bearer)]
-Reader = Annotated[Credential | Session, Depends(bearer_or_session)]
+Caller = Annotated[Credential | Session, Depends(bearer_or_session)]
+Viewer = Annotated[Session, Depends(signed_in)]

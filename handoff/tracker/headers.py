@@ -8,10 +8,11 @@
   document id in a URL never travels to another site), ``X-Frame-Options``
   for browsers that predate ``frame-ancestors``.
 - ``Strict-Transport-Security`` when the request came over HTTPS.
-Pure ASGI: it runs on every emit.
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -29,15 +30,21 @@ ALWAYS = [
 HSTS = (b"strict-transport-security", b"max-age=31536000")
 
 
-class SecurityHeaders:
-    def __init__(self, app: ASGIApp) -> None:
+HeaderList = list[tuple[bytes, bytes]]
+
+
+class ResponseHeaders:
+    """Adds ``headers(scope)`` to every HTTP response (pure ASGI: it runs on every emit)."""
+
+    def __init__(self, app: ASGIApp, headers: Callable[[Scope], HeaderList]) -> None:
         self.app = app
+        self.headers = headers
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        extra = [*ALWAYS, HSTS] if scope.get("scheme") == "https" else ALWAYS
+        extra = self.headers(scope)
 
         async def with_headers(message: Message) -> None:
             if message["type"] == "http.response.start":
@@ -45,3 +52,7 @@ class SecurityHeaders:
             await send(message)
 
         await self.app(scope, receive, with_headers)
+
+
+def security_headers(scope: Scope) -> HeaderList:
+    return [*ALWAYS, HSTS] if scope.get("scheme") == "https" else ALWAYS

@@ -1,19 +1,21 @@
 """HTTP status codes for Handoff's errors: assigned here and nowhere else.
 
-Bodies are ``{"code": <error class name>, "message": ..., "requestId": ...}``
-with the current owner and version where the contract reports them. Messages
-are written for clients; what the database or a library said goes to the
-log, under the same request id, and never into a response.
+API bodies are ``{"code": <error class name>, "message": ..., "requestId": ...}``
+with the current owner and version where the contract reports them; a web
+UI page gets the same status with a page (the renderer ``install`` is given).
+Messages are written for clients; what the database or a library said goes
+to the log, under the same request id, and never into a response.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from handoff.core import errors as e
@@ -39,6 +41,12 @@ STATUS: dict[type[e.HandoffError], int] = {
     e.TransientConflict: 503,
     e.Unavailable: 503,
     e.OutcomeUnknown: 503,
+    e.QuarantineEntryNotFound: 404,
+    e.EffectNotFound: 404,
+    e.QuarantineEntryClosed: 409,  # someone decided meanwhile
+    e.EffectNotUnresolved: 409,
+    e.OperationRefused: 409,
+    e.LoginRefused: 503,  # the server's own database settings: it cannot serve
 }
 
 
@@ -58,7 +66,7 @@ SERVER_SIDE = {
 }
 
 
-def _client_message(error: e.HandoffError, status: int) -> str:
+def client_message(error: e.HandoffError, status: int) -> str:
     if status >= 500:
         for cls, message in SERVER_SIDE.items():
             if isinstance(error, cls):
@@ -68,7 +76,7 @@ def _client_message(error: e.HandoffError, status: int) -> str:
 
 
 def body_of(error: e.HandoffError) -> dict[str, Any]:
-    body: dict[str, Any] = {"code": error.code, "message": _client_message(error, status_of(error))}
+    body: dict[str, Any] = {"code": error.code, "message": client_message(error, status_of(error))}
     if isinstance(error, e.ContractError):
         if error.current_version is not None:
             body["currentVersion"] = error.current_version
@@ -84,11 +92,21 @@ def _answer(
     return JSONResponse({**body, "requestId": request_id(request)}, status, headers)
 
 
-def install(app: FastAPI) -> None:
-    """Register the handlers that turn errors into coded JSON bodies."""
+# Paths that answer JSON; every other path is a page of the web UI.
+API_PATHS = ("/v1/", "/healthz", "/metrics", "/openapi.json")
+PageRenderer = Callable[[Request, e.HandoffError, int], Response]
+
+
+def _is_page(request: Request) -> bool:
+    return not request.url.path.startswith(API_PATHS)
+
+
+def install(app: FastAPI, page: PageRenderer) -> None:
+    """Register the handlers that turn errors into coded JSON bodies, or into ``page``
+    for the web UI's paths."""
 
     @app.exception_handler(e.HandoffError)
-    async def _handoff(request: Request, error: e.HandoffError) -> JSONResponse:
+    async def _handoff(request: Request, error: e.HandoffError) -> Response:
         status = status_of(error)
         rid = request_id(request)
         if error.__cause__ is not None or status >= 500:
@@ -98,13 +116,15 @@ def install(app: FastAPI) -> None:
                 "request %s %s %s answered %s %s: %s (cause: %r)",
                 rid, request.method, request.url.path, status, error.code, error, error.__cause__,
             )  # fmt: skip
+        if _is_page(request):
+            return page(request, error, status)
         headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
         if status == 503:
             headers = {"Retry-After": "1"}
         return _answer(request, body_of(error), status, headers)
 
     @app.exception_handler(RequestValidationError)
-    async def _invalid(request: Request, error: RequestValidationError) -> JSONResponse:
+    async def _invalid(request: Request, error: RequestValidationError) -> Response:
         if any(err["type"] == "json_invalid" for err in error.errors()):
             # Not JSON at all is a malformed request (400), not a failed validation.
             malformed = {"code": "MalformedJson", "message": "the request body is not valid JSON"}
@@ -114,11 +134,15 @@ def install(app: FastAPI) -> None:
             for err in error.errors()
         ]
         message = "; ".join(f"{p['field'] or 'body'}: {p['problem']}" for p in problems)
+        if _is_page(request):
+            return page(request, e.InvalidRequest(message), 422)
         body = {"code": "InvalidRequest", "message": message, "problems": problems}
         return _answer(request, body, 422)
 
     @app.exception_handler(StarletteHTTPException)
-    async def _http(request: Request, error: StarletteHTTPException) -> JSONResponse:
+    async def _http(request: Request, error: StarletteHTTPException) -> Response:
+        if _is_page(request) and error.status_code == 404:
+            return page(request, e.HandoffError(str(error.detail)), 404)
         codes = {404: "NotFound", 405: "MethodNotAllowed", 413: "ContentTooLarge"}
         body = {"code": codes.get(error.status_code, "HttpError"), "message": str(error.detail)}
         # The exception's headers are part of the answer: a 405's Allow, above all.

@@ -26,7 +26,9 @@ from typing import Any
 
 import psycopg
 
-from handoff.consumers import lag
+from handoff.core import db
+from handoff.core import kafka as lag
+from handoff.core.errors import DatabaseUnavailable
 from handoff.core.isolated import describe_exit
 from handoff.core.outage import Outage
 from handoff.core.retry import RetryPolicy
@@ -40,19 +42,21 @@ log = logging.getLogger("handoff.tracker.lag")
 def sample(conn: psycopg.Connection[Any], bootstrap: str, timeout_s: float, keep_s: float) -> int:
     """One sample of every group's lag; the groups that have a position. Rows of groups
     not seen for ``keep_s`` are deleted."""
+    cluster = q.cluster_of(bootstrap)
     services = conn.execute(q.SERVICES).fetchall()
     names = {lag.group_of(tenant, name): (tenant, name) for tenant, name in services}
     found = lag.group_positions(bootstrap, names, timeout_s)
     rows = [
-        {"tenant_id": names[group][0], "consumer": names[group][1], "group_id": group,
+        {"cluster": cluster, "tenant_id": names[group][0], "consumer": names[group][1],
+         "group_id": group,
          "lag": sum(p.lag for p in parts), "partitions": len(parts)}
         for group, parts in found.items() if parts
     ]  # fmt: skip
     with conn.transaction():  # readers see the last sample or this one, whole
         with conn.cursor() as cur:
             cur.executemany(q.UPSERT, rows)
-        conn.execute(q.FORGET_STALE, {"keep_s": keep_s})
-        conn.execute(q.SAMPLED)
+        conn.execute(q.FORGET_STALE, {"cluster": cluster, "keep_s": keep_s})
+        conn.execute(q.SAMPLED, {"cluster": cluster})
     return len(rows)
 
 
@@ -68,8 +72,8 @@ def run(settings: HandoffSettings, tracker: TrackerSettings, stopping: threading
     failures = 0
     while going_on():
         try:
-            conn = psycopg.connect(settings.database_url, autocommit=True, connect_timeout=10)
-        except psycopg.OperationalError as exc:
+            conn = db.connect(settings.database_url, autocommit=True, connect_timeout=10)
+        except DatabaseUnavailable as exc:
             failures += 1
             database.failed(exc)
             stopping.wait(retry.delay(failures))
@@ -77,9 +81,9 @@ def run(settings: HandoffSettings, tracker: TrackerSettings, stopping: threading
         database.ok()
         failures = 0
         try:
-            with conn:
+            with conn, db.translated(sent=False):
                 _sample_while(going_on, conn, settings, tracker, kafka, stopping)
-        except psycopg.OperationalError as exc:
+        except DatabaseUnavailable as exc:
             database.failed(exc)
 
 
@@ -92,9 +96,9 @@ def _sample_while(
     stopping: threading.Event,
 ) -> None:
     held = False
+    cluster = {"cluster": q.cluster_of(settings.kafka_bootstrap)}
     while going_on():
-        lock = {"bootstrap": settings.kafka_bootstrap}
-        held = held or bool(conn.execute(q.TRY_LOCK, lock).fetchone()[0])  # type: ignore[index]
+        held = held or bool(conn.execute(q.TRY_LOCK, cluster).fetchone()[0])  # type: ignore[index]
         if held:  # else another tracker's sampler samples; try again next round
             try:
                 keep_s = 3 * tracker.lag_interval_s + tracker.lag_timeout_s
@@ -102,7 +106,7 @@ def _sample_while(
                 kafka.ok()
             except (lag.KafkaException, TimeoutError) as exc:
                 kafka.failed(exc)
-                conn.execute(q.FAILING, {"error": f"Kafka: {exc}"})
+                conn.execute(q.FAILING, {**cluster, "error": f"Kafka: {exc}"})
         stopping.wait(tracker.lag_interval_s)
 
 

@@ -40,7 +40,7 @@ class BodyLimits:
         kind = headers.get("content-type", "").split(";")[0].strip().lower()
         limit = self.max_form_bytes if kind in FORMS else self.max_json_bytes
         length = headers.get("content-length")
-        rid = scope.get("state", {}).get("request_id", "")  # RequestIds runs first
+        rid = scope.get("state", {}).get("request_id", "")  # request_id_header runs first
         if length is not None and (not length.isascii() or not length.isdigit()):
             body = {"code": "InvalidRequest", "message": "Content-Length is not a number"}
             await JSONResponse({**body, "requestId": rid}, 400)(scope, receive, send)

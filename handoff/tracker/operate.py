@@ -23,11 +23,10 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
-import psycopg
 from fastapi import Request
 from pydantic import Field
 
-from handoff.core import effects, quarantine
+from handoff.core import db, effects, quarantine
 from handoff.core.errors import (
     EffectNotFound,
     HandoffError,
@@ -136,7 +135,7 @@ def _lag_unavailable(
 
 
 async def operate_view(
-    model: ReadModel, credential: Credential | Session, tracker: TrackerSettings
+    model: ReadModel, credential: Credential | Session, tracker: TrackerSettings, cluster: str
 ) -> tuple[Reader, OperateView]:
     """One reader snapshot: the relay, lag as last sampled, quarantine, effects.
 
@@ -145,8 +144,8 @@ async def operate_view(
     reader, (backlog, lags, status, held, unresolved, now) = await model.read(
         credential,
         Query(q.RELAY_BACKLOG, {"cap": BACKLOG_CAP}, lambda rows: rows[0]),
-        Query(lag_sql.LAGS, {}, _models(ConsumerLag)),
-        Query(lag_sql.STATUS, {}, lambda rows: rows[0]),
+        Query(lag_sql.LAGS, {"cluster": cluster}, _models(ConsumerLag)),
+        Query(lag_sql.STATUS, {"cluster": cluster}, lambda rows: rows[0]),
         Query(q.QUARANTINE_PENDING, {"limit": LISTED}, _models(QuarantinedEvent)),
         Query(q.EFFECTS_UNRESOLVED, {"limit": LISTED}, _models(UnresolvedEffect)),
         Query(q.NOW, {}, lambda rows: rows[0]["now"]),
@@ -202,7 +201,7 @@ async def act_on_quarantine(
     settings: HandoffSettings = request.app.state.settings
 
     def act() -> None:
-        with psycopg.connect(settings.database_url, autocommit=True) as conn:
+        with db.connect(settings.database_url, autocommit=True) as conn, db.translated():
             entry = quarantine.show_entry(conn, entry_id).fields
             what = f"quarantine entry {entry_id}"
             _own(reader, entry["tenant_id"], entry["consumer"], what, QuarantineEntryNotFound)
@@ -222,7 +221,7 @@ async def act_on_effect(request: Request, session: Session, reader: Reader, inte
     settings: HandoffSettings = request.app.state.settings
 
     def act() -> None:
-        with psycopg.connect(settings.database_url, autocommit=True) as conn:
+        with db.connect(settings.database_url, autocommit=True) as conn, db.translated():
             intent = effects.show_intent(conn, intent_id).fields
             _own(
                 reader, intent["tenant_id"], intent["owner"], f"effect {intent_id}", EffectNotFound

@@ -18,7 +18,7 @@ from handoff.core.errors import CONTRACT_ERRORS
 from handoff.core.models import INSTANT_HINT, Identifier, Instant, ServiceName
 from handoff.tracker import cursors, operate
 from handoff.tracker import read_model as reads
-from handoff.tracker.auth import Reader
+from handoff.tracker.auth import Caller
 from handoff.tracker.params import declared_query_only
 from handoff.tracker.read_model import MAX_PAGE, ReadModel
 from handoff.tracker.views import (
@@ -92,7 +92,7 @@ def _model(request: Request) -> ReadModel:
     summary="Current state, strongly consistent",
 )
 async def document(
-    request: Request, caller: Reader, document_id: DocumentId, run_id: RunId = None
+    request: Request, caller: Caller, document_id: DocumentId, run_id: RunId = None
 ) -> DocumentView:
     async with _timed("document"):
         return await _model(request).one(caller, reads.document(document_id, run_id))
@@ -106,7 +106,7 @@ async def document(
 )
 async def history(
     request: Request,
-    caller: Reader,
+    caller: Caller,
     document_id: DocumentId,
     run_id: RunId = None,
     limit: Limit = 100,
@@ -122,7 +122,7 @@ async def history(
     responses=RESPONSES,
     summary="Per-owner counts (assigned, overdue, oldest assignment) as one snapshot",
 )
-async def owners(request: Request, caller: Reader) -> OwnersSnapshot:
+async def owners(request: Request, caller: Caller) -> OwnersSnapshot:
     async with _timed("owners"):
         return await _model(request).one(caller, reads.owners())
 
@@ -134,7 +134,7 @@ async def owners(request: Request, caller: Reader) -> OwnersSnapshot:
     summary="An owner's documents, oldest assignment first (keyset pages)",
 )
 async def owner_documents(
-    request: Request, caller: Reader, owner: Owner, limit: Limit = 50, after: After = None
+    request: Request, caller: Caller, owner: Owner, limit: Limit = 50, after: After = None
 ) -> OwnerPage:
     async with _timed("owner_documents"):
         return await _model(request).one(caller, reads.owner_documents(owner, limit, after))
@@ -147,7 +147,7 @@ async def owner_documents(
     summary="An owner's documents whose deadline is strictly before now, earliest first",
 )
 async def owner_overdue(
-    request: Request, caller: Reader, owner: Owner, limit: Limit = 50, after: After = None
+    request: Request, caller: Caller, owner: Owner, limit: Limit = 50, after: After = None
 ) -> OwnerPage:
     async with _timed("owner_overdue"):
         return await _model(request).one(caller, reads.owner_overdue(owner, limit, after))
@@ -161,7 +161,7 @@ async def owner_overdue(
 )
 async def rejections(
     request: Request,
-    caller: Reader,
+    caller: Caller,
     document_id: Annotated[Identifier | None, Query(alias="documentId")] = None,
     code: Annotated[
         str | None,
@@ -190,7 +190,7 @@ async def rejections(
 )
 async def completed(
     request: Request,
-    caller: Reader,
+    caller: Caller,
     id_prefix: Annotated[
         str | None,
         Query(
@@ -216,7 +216,7 @@ async def completed(
 )
 async def pipeline(
     request: Request,
-    caller: Reader,
+    caller: Caller,
     minutes: Annotated[
         int, Query(ge=1, le=1440, description="average the pace over this many minutes")
     ] = 15,
@@ -233,7 +233,7 @@ async def pipeline(
 )
 async def trends(
     request: Request,
-    caller: Reader,
+    caller: Caller,
     window: Annotated[reads.Window, Query(description="hour (minute points) or day (10 min)")] = (
         "hour"
     ),
@@ -251,7 +251,7 @@ async def trends(
 )
 async def find(
     request: Request,
-    caller: Reader,
+    caller: Caller,
     id_prefix: Annotated[str, Query(alias="idPrefix", max_length=200, pattern=NO_NUL)] = "",
     owner: Annotated[ServiceName | None, Query(description="Only this owner's work")] = None,
     state: Annotated[reads.State, Query(description="active, completed or any")] = "active",
@@ -295,9 +295,10 @@ async def find(
     responses=RESPONSES,
     summary="Relay backlog, consumer lag, quarantined events and unresolved effects",
 )
-async def operate_state(request: Request, caller: Reader) -> operate.OperateView:
+async def operate_state(request: Request, caller: Caller) -> operate.OperateView:
     async with _timed("operate"):
+        state = request.app.state
         view = await operate.operate_view(
-            _model(request), caller, request.app.state.tracker_settings
+            _model(request), caller, state.tracker_settings, state.kafka_cluster
         )
         return view[1]

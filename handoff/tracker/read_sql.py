@@ -189,32 +189,29 @@ SELECT document_id, run_id, status, version, created_at, completed_at
 _REJECTION_COLUMNS = """id, document_id, run_id, event_id, event_type, sender, code, message,
        expected_version, current_version, current_owner, requested_owner, status, rejected_at"""
 
-# Newest first: rejections_by_tenant (tenant, id); the filters (NULL: all)
-# are conditions on that walk, newest first until a page is found.
-REJECTIONS = f"""
-SELECT {_REJECTION_COLUMNS}
-  FROM handoff.rejections
- WHERE tenant_id = {_TENANT} AND id < %(before_id)s
+# The filters (NULL: all) and the page of both rejection lists, newest first.
+_REJECTION_FILTER = """
    AND (%(code)s::text IS NULL OR code = %(code)s)
    AND (%(sender)s::text IS NULL OR sender = %(sender)s)
    AND (%(since)s::timestamptz IS NULL OR rejected_at >= %(since)s)
    AND (%(until)s::timestamptz IS NULL OR rejected_at < %(until)s)
  ORDER BY id DESC
- LIMIT %(limit)s
-"""
+ LIMIT %(limit)s"""
+
+# Newest first: rejections_by_tenant (tenant, id); the filters are conditions
+# on that walk, newest first until a page is found.
+REJECTIONS = f"""
+SELECT {_REJECTION_COLUMNS}
+  FROM handoff.rejections
+ WHERE tenant_id = {_TENANT} AND id < %(before_id)s
+{_REJECTION_FILTER}"""
 
 # One document's attempts, newest first: rejections_by_document.
 DOCUMENT_REJECTIONS = f"""
 SELECT {_REJECTION_COLUMNS}
   FROM handoff.rejections
  WHERE tenant_id = {_TENANT} AND document_id = %(document_id)s AND id < %(before_id)s
-   AND (%(code)s::text IS NULL OR code = %(code)s)
-   AND (%(sender)s::text IS NULL OR sender = %(sender)s)
-   AND (%(since)s::timestamptz IS NULL OR rejected_at >= %(since)s)
-   AND (%(until)s::timestamptz IS NULL OR rejected_at < %(until)s)
- ORDER BY id DESC
- LIMIT %(limit)s
-"""
+{_REJECTION_FILTER}"""
 
 # -- operate ----------------------------------------------------------------------------
 

@@ -12,7 +12,9 @@ import re
 import uuid
 
 from starlette.requests import Request
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.types import Scope
+
+from handoff.tracker.headers import HeaderList
 
 HEADER = "x-request-id"
 _VALID = re.compile(r"[A-Za-z0-9._-]{1,64}")
@@ -24,24 +26,13 @@ def request_id(request: Request) -> str:
     return str(found) if found else uuid.uuid4().hex
 
 
-class RequestIds:
-    def __init__(self, app: ASGIApp) -> None:
-        self.app = app
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        given = next(
-            (value.decode("latin-1") for key, value in scope["headers"] if key == HEADER.encode()),
-            "",
-        )
-        rid = given if _VALID.fullmatch(given) else uuid.uuid4().hex
-        scope.setdefault("state", {})["request_id"] = rid
-
-        async def send_with_id(message: Message) -> None:
-            if message["type"] == "http.response.start":
-                message["headers"] = [*message.get("headers", []), (HEADER.encode(), rid.encode())]
-            await send(message)
-
-        await self.app(scope, receive, send_with_id)
+def request_id_header(scope: Scope) -> HeaderList:
+    """The caller's ``X-Request-Id`` when it is a plain token, else a fresh one: kept in
+    the scope's state for the log and the error bodies, and answered in the header."""
+    given = next(
+        (value.decode("latin-1") for key, value in scope["headers"] if key == HEADER.encode()),
+        "",
+    )
+    rid = given if _VALID.fullmatch(given) else uuid.uuid4().hex
+    scope.setdefault("state", {})["request_id"] = rid
+    return [(HEADER.encode(), rid.encode())]

@@ -10,7 +10,6 @@ credential; the pages read only that service's tenant).
 from __future__ import annotations
 
 import urllib.parse
-from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Annotated, Any
@@ -22,24 +21,18 @@ from pydantic import TypeAdapter, ValidationError
 
 from handoff.core.errors import (
     CONTRACT_ERRORS,
-    ContractError,
-    DocumentNotFound,
-    EffectNotFound,
-    EffectNotUnresolved,
     HandoffError,
     InvalidRequest,
     NotPermitted,
-    QuarantineEntryClosed,
-    QuarantineEntryNotFound,
-    Unauthenticated,
 )
 from handoff.core.identity import Credential
 from handoff.core.models import Identifier, ServiceName
-from handoff.tracker import charts, operate, sessions, timeline, ui_actions
+from handoff.tracker import charts, http_errors, operate, sessions, timeline, ui_actions
 from handoff.tracker import read_model as reads
+from handoff.tracker.auth import Viewer
 from handoff.tracker.forms import read_form
 from handoff.tracker.read_model import ReadModel
-from handoff.tracker.sessions import COOKIE, SIGNIN_COOKIE, Session
+from handoff.tracker.sessions import COOKIE, SIGNIN_COOKIE
 from handoff.tracker.settings import TrackerSettings
 
 router = APIRouter(include_in_schema=False)
@@ -102,42 +95,20 @@ def _page(
     return templates.TemplateResponse(request, name, context, status_code=status_code)
 
 
-Page = Callable[[Session], Awaitable[Response]]
-
-
-async def _signed_in(request: Request, render: Page) -> Response:
-    """Run a page for the signed-in session; errors become pages, not JSON."""
-    session = sessions.from_cookie(request.cookies.get(COOKIE))
-    if session is None:
+def error_page(request: Request, error: HandoffError, status: int) -> Response:
+    """A page's error as a page (http_errors decides the status for pages and API alike):
+    no session any more: to sign-in; else the error, with a way back from a refusal."""
+    if status == 401:
         return _signin_redirect(request)
-    try:
-        return await render(session)
-    except Unauthenticated:
-        return _signin_redirect(request)
-    except DocumentNotFound as error:
-        return _page(request, "error.html", {"title": "Not found", "message": str(error)}, 404)
-    except InvalidRequest as error:
-        return _page(request, "error.html", {"title": "Not valid", "message": str(error)}, 422)
-    except ContractError as error:  # an action the contract refused: nothing changed
+    titles = {404: "Not found", 422: "Not valid", 413: "Too large"}
+    title = titles.get(status) or (f"Refused: {error.code}" if status < 500 else "Unavailable")
+    back = None
+    if status in (403, 409):  # an action refused: nothing changed; back where it was asked
         back = request.url.path.removesuffix("/handoff")
         if back.startswith("/operate/"):
             back = "/operate"
-        status = 403 if isinstance(error, NotPermitted) else 409
-        return _page(
-            request,
-            "error.html",
-            {"title": f"Refused: {error.code}", "message": str(error), "back": back},
-            status,
-        )
-    except (QuarantineEntryNotFound, EffectNotFound) as error:
-        return _page(request, "error.html", {"title": "Not found", "message": str(error)}, 404)
-    except (QuarantineEntryClosed, EffectNotUnresolved) as error:  # someone decided meanwhile
-        return _page(
-            request,
-            "error.html",
-            {"title": f"Refused: {error.code}", "message": str(error), "back": "/operate"},
-            409,
-        )
+    context = {"title": title, "message": http_errors.client_message(error, status), "back": back}
+    return _page(request, "error.html", context, status)
 
 
 # Built once: a TypeAdapter is costly to make, and the pages use these on every request.
@@ -154,201 +125,175 @@ def _valid(kind: TypeAdapter[str], value: str, what: str) -> str:
 
 
 @router.get("/", response_class=HTMLResponse)
-async def overview(request: Request) -> Response:
-    async def render(session: Session) -> Response:
-        reader, (snapshot,) = await _model(request).read(session, reads.owners())
-        return _page(
-            request,
-            "overview.html",
-            {"reader": reader, "snapshot": snapshot, "refresh_s": _settings(request).refresh_s},
-        )
-
-    return await _signed_in(request, render)
+async def overview(request: Request, session: Viewer) -> Response:
+    reader, (snapshot,) = await _model(request).read(session, reads.owners())
+    return _page(
+        request,
+        "overview.html",
+        {"reader": reader, "snapshot": snapshot, "refresh_s": _settings(request).refresh_s},
+    )
 
 
 @router.get("/pipeline", response_class=HTMLResponse)
-async def pipeline(request: Request) -> Response:
+async def pipeline(request: Request, session: Viewer) -> Response:
     """The stages in flow order: waiting, overdue, pace, oldest, quarantined."""
-
-    async def render(session: Session) -> Response:
-        reader, view = await _model(request).pipeline(session)
-        return _page(request, "pipeline.html", {"reader": reader, "view": view})
-
-    return await _signed_in(request, render)
+    reader, view = await _model(request).pipeline(session)
+    return _page(request, "pipeline.html", {"reader": reader, "view": view})
 
 
 @router.get("/trends", response_class=HTMLResponse)
-async def trends(request: Request, window: str = "hour") -> Response:
+async def trends(request: Request, session: Viewer, window: str = "hour") -> Response:
     """Backlog and oldest age per owner, arrivals against completions, over time."""
 
-    async def render(session: Session) -> Response:
-        if window not in reads.WINDOWS:
-            raise InvalidRequest("window must be hour or day")
-        reader, data = await _model(request).trends(session, window)  # type: ignore[arg-type]
-        start, end = data.since, data.as_of
-        backlog = [
-            charts.Series(o.owner, list(zip(o.at, o.assigned, strict=True))) for o in data.owners
-        ]
-        oldest = [
-            charts.Series(o.owner, [(at, s or 0.0) for at, s in zip(o.at, o.oldest_s, strict=True)])
-            for o in data.owners
-        ]
-        flow = [
-            charts.Series("created", list(zip(data.flow_at, data.created, strict=True))),
-            charts.Series("completed", list(zip(data.flow_at, data.completed, strict=True))),
-        ]
-        per = "minute" if data.bucket_s == 60 else f"{data.bucket_s // 60} minutes"
-        return _page(
-            request,
-            "trends.html",
-            {
-                "reader": reader,
-                "window": window,
-                "charts": [
-                    charts.line_chart("Waiting work per owner", backlog, start, end),
-                    charts.line_chart(
-                        "Oldest waiting per owner",
-                        oldest,
-                        start,
-                        end,
-                        lambda v: age(timedelta(seconds=v)),
-                    ),
-                    charts.line_chart(f"Created and completed per {per}", flow, start, end),
-                ],
-            },
-        )
-
-    return await _signed_in(request, render)
+    if window not in reads.WINDOWS:
+        raise InvalidRequest("window must be hour or day")
+    reader, data = await _model(request).trends(session, window)  # type: ignore[arg-type]
+    start, end = data.since, data.as_of
+    backlog = [
+        charts.Series(o.owner, list(zip(o.at, o.assigned, strict=True))) for o in data.owners
+    ]
+    oldest = [
+        charts.Series(o.owner, [(at, s or 0.0) for at, s in zip(o.at, o.oldest_s, strict=True)])
+        for o in data.owners
+    ]
+    flow = [
+        charts.Series("created", list(zip(data.flow_at, data.created, strict=True))),
+        charts.Series("completed", list(zip(data.flow_at, data.completed, strict=True))),
+    ]
+    per = "minute" if data.bucket_s == 60 else f"{data.bucket_s // 60} minutes"
+    return _page(
+        request,
+        "trends.html",
+        {
+            "reader": reader,
+            "window": window,
+            "charts": [
+                charts.line_chart("Waiting work per owner", backlog, start, end),
+                charts.line_chart(
+                    "Oldest waiting per owner",
+                    oldest,
+                    start,
+                    end,
+                    lambda v: age(timedelta(seconds=v)),
+                ),
+                charts.line_chart(f"Created and completed per {per}", flow, start, end),
+            ],
+        },
+    )
 
 
 @router.get("/operate", response_class=HTMLResponse)
-async def operate_page(request: Request) -> Response:
+async def operate_page(request: Request, session: Viewer) -> Response:
     """Relay backlog, consumer lag, quarantine and unresolved effects, with actions."""
-
-    async def render(session: Session) -> Response:
-        reader, view = await operate.operate_view(_model(request), session, _settings(request))
-        # One form per action, each used once (operate.py).
-        actions = [
-            *(f"quarantine/{q.id}/{action}" for q in view.quarantine
-              if q.consumer == reader.service for action in ("retry", "discard")),
-            *(f"effect/{x.id}/resolve" for x in view.unresolved_effects
-              if x.owner == reader.service),
-        ]  # fmt: skip
-        forms = {action: operate.new_form(session, action) for action in actions}
-        return _page(
-            request,
-            "operate.html",
-            {
-                "reader": reader,
-                "view": view,
-                "forms": forms,
-                "done": request.query_params.get("done"),
-                "cap": operate.BACKLOG_CAP,
-            },
-        )
-
-    return await _signed_in(request, render)
+    reader, view = await operate.operate_view(
+        _model(request), session, _settings(request), request.app.state.kafka_cluster
+    )
+    # One form per action, each used once (operate.py).
+    actions = [
+        *(f"quarantine/{q.id}/{action}" for q in view.quarantine
+          if q.consumer == reader.service for action in ("retry", "discard")),
+        *(f"effect/{x.id}/resolve" for x in view.unresolved_effects
+          if x.owner == reader.service),
+    ]  # fmt: skip
+    forms = {action: operate.new_form(session, action) for action in actions}
+    return _page(
+        request,
+        "operate.html",
+        {
+            "reader": reader,
+            "view": view,
+            "forms": forms,
+            "done": request.query_params.get("done"),
+            "cap": operate.BACKLOG_CAP,
+        },
+    )
 
 
 @router.post("/operate/quarantine/{entry_id}/{action}", response_class=HTMLResponse)
-async def operate_quarantine(request: Request, entry_id: int, action: str) -> Response:
-    async def act(session: Session) -> Response:
-        reader, _ = await _model(request).read(session)
-        done = await operate.act_on_quarantine(request, session, reader, entry_id, action)
-        return RedirectResponse(f"/operate?done={urllib.parse.quote(done)}", status_code=303)
-
-    return await _signed_in(request, act)
+async def operate_quarantine(
+    request: Request, session: Viewer, entry_id: int, action: str
+) -> Response:
+    reader, _ = await _model(request).read(session)
+    done = await operate.act_on_quarantine(request, session, reader, entry_id, action)
+    return RedirectResponse(f"/operate?done={urllib.parse.quote(done)}", status_code=303)
 
 
 @router.post("/operate/effects/{intent_id}/resolve", response_class=HTMLResponse)
-async def operate_effect(request: Request, intent_id: int) -> Response:
-    async def act(session: Session) -> Response:
-        reader, _ = await _model(request).read(session)
-        done = await operate.act_on_effect(request, session, reader, intent_id)
-        return RedirectResponse(f"/operate?done={urllib.parse.quote(done)}", status_code=303)
-
-    return await _signed_in(request, act)
+async def operate_effect(request: Request, session: Viewer, intent_id: int) -> Response:
+    reader, _ = await _model(request).read(session)
+    done = await operate.act_on_effect(request, session, reader, intent_id)
+    return RedirectResponse(f"/operate?done={urllib.parse.quote(done)}", status_code=303)
 
 
 @router.get("/ui/owner-cards", response_class=HTMLResponse)
-async def owner_cards(request: Request) -> Response:
+async def owner_cards(request: Request, session: Viewer) -> Response:
     """The overview's cards alone: what the page's refresh fetches."""
 
-    async def render(session: Session) -> Response:
-        snapshot = await _model(request).one(session, reads.owners())
-        return _page(request, "_cards.html", {"snapshot": snapshot})
-
-    return await _signed_in(request, render)
+    snapshot = await _model(request).one(session, reads.owners())
+    return _page(request, "_cards.html", {"snapshot": snapshot})
 
 
 @router.get("/owners/{owner}", response_class=HTMLResponse)
 async def owner(
-    request: Request, owner: str, view: str = "all", after: str | None = None
+    request: Request, session: Viewer, owner: str, view: str = "all", after: str | None = None
 ) -> Response:
-    async def render(session: Session) -> Response:
-        name = _valid(_OWNER, owner, "owner")
-        listing = reads.owner_overdue if view == "overdue" else reads.owner_documents
-        reader, (page, snapshot) = await _model(request).read(
-            session, listing(name, 50, after), reads.owners()
-        )
-        counts = next((c for c in snapshot.owners if c.owner == name), None)
-        return _page(
-            request,
-            "owner.html",
-            {
-                "reader": reader,
-                "owner": name,
-                "view": "overdue" if view == "overdue" else "all",
-                "page": page,
-                "counts": counts,
-                "now": snapshot.as_of,
-                "first_page": after is None,
-            },
-        )
-
-    return await _signed_in(request, render)
+    name = _valid(_OWNER, owner, "owner")
+    listing = reads.owner_overdue if view == "overdue" else reads.owner_documents
+    reader, (page, snapshot) = await _model(request).read(
+        session, listing(name, 50, after), reads.owners()
+    )
+    counts = next((c for c in snapshot.owners if c.owner == name), None)
+    return _page(
+        request,
+        "owner.html",
+        {
+            "reader": reader,
+            "owner": name,
+            "view": "overdue" if view == "overdue" else "all",
+            "page": page,
+            "counts": counts,
+            "now": snapshot.as_of,
+            "first_page": after is None,
+        },
+    )
 
 
 @router.get("/documents/{document_id}", response_class=HTMLResponse)
-async def document(request: Request, document_id: str, run: int | None = None) -> Response:
-    async def render(session: Session) -> Response:
-        doc_id = _valid(_DOCUMENT_ID, document_id, "document id")
-        # One snapshot for the three (REPEATABLE READ): the timeline matches the state.
-        reader, (doc, versions, rejected) = await _model(request).read(
-            session,
-            reads.document(doc_id, run),
-            reads.versions(doc_id, run, reads.MAX_PAGE, None),
-            reads.rejections(doc_id, 50, None),
-            repeatable=True,
-        )
-        mine = doc.owner is not None and doc.owner == reader.service
-        return _page(
-            request,
-            "document.html",
-            {
-                "reader": reader,
-                "doc": doc,
-                "history": reads.history_page(doc, versions, reads.MAX_PAGE),
-                "entries": timeline.of(versions, rejected.items),
-                "stages": timeline.stages(versions),
-                "now": datetime.now(doc.updated_at.tzinfo),
-                "form": ui_actions.new_form(session, doc_id) if mine else None,
-                "acted": request.query_params.get("acted"),
-            },
-        )
-
-    return await _signed_in(request, render)
+async def document(
+    request: Request, session: Viewer, document_id: str, run: int | None = None
+) -> Response:
+    doc_id = _valid(_DOCUMENT_ID, document_id, "document id")
+    # One snapshot for the three (REPEATABLE READ): the timeline matches the state.
+    reader, (doc, versions, rejected) = await _model(request).read(
+        session,
+        reads.document(doc_id, run),
+        reads.versions(doc_id, run, reads.MAX_PAGE, None),
+        reads.rejections(doc_id, 50, None),
+        repeatable=True,
+    )
+    mine = doc.owner is not None and doc.owner == reader.service
+    return _page(
+        request,
+        "document.html",
+        {
+            "reader": reader,
+            "doc": doc,
+            "history": reads.history_page(doc, versions, reads.MAX_PAGE),
+            "entries": timeline.of(versions, rejected.items),
+            "stages": timeline.stages(versions),
+            "now": datetime.now(doc.updated_at.tzinfo),
+            "form": ui_actions.new_form(session, doc_id) if mine else None,
+            "acted": request.query_params.get("acted"),
+        },
+    )
 
 
 @router.post("/documents/{document_id}/handoff", response_class=HTMLResponse)
-async def document_handoff(request: Request, document_id: str) -> Response:
+async def document_handoff(request: Request, session: Viewer, document_id: str) -> Response:
     """The owner's decision from the document page, through the emit contract."""
 
-    async def act(session: Session) -> Response:
-        doc_id = _valid(_DOCUMENT_ID, document_id, "document id")
-        return await ui_actions.hand_off(request, session, doc_id)
-
-    return await _signed_in(request, act)
+    doc_id = _valid(_DOCUMENT_ID, document_id, "document id")
+    return await ui_actions.hand_off(request, session, doc_id)
 
 
 def _when(value: str, what: str) -> datetime | None:
@@ -365,6 +310,7 @@ def _when(value: str, what: str) -> datetime | None:
 @router.get("/rejections", response_class=HTMLResponse)
 async def rejections(
     request: Request,
+    session: Viewer,
     after: str | None = None,
     code: str = "",
     sender: str = "",
@@ -373,32 +319,27 @@ async def rejections(
 ) -> Response:
     """Every rejected attempt of the tenant, newest first: where to look when a service is stuck."""
 
-    async def render(session: Session) -> Response:
-        only = reads.RejectionFilter(
-            code.strip() or None,
-            _valid(_OWNER, sender.strip(), "sender") if sender.strip() else None,
-            _when(since, "since"),
-            _when(until, "until"),
-        )
-        reader, (page,) = await _model(request).read(
-            session, reads.rejections(None, 50, after, only)
-        )
-        filters = {"code": code.strip(), "sender": sender.strip(), "since": since.strip(),
-                   "until": until.strip()}  # fmt: skip
-        return _page(
-            request,
-            "rejections.html",
-            {
-                "reader": reader,
-                "page": page,
-                "first_page": after is None,
-                "filters": filters,
-                "query": urllib.parse.urlencode({k: v for k, v in filters.items() if v}),
-                "codes": sorted(CONTRACT_ERRORS),
-            },
-        )
-
-    return await _signed_in(request, render)
+    only = reads.RejectionFilter(
+        code.strip() or None,
+        _valid(_OWNER, sender.strip(), "sender") if sender.strip() else None,
+        _when(since, "since"),
+        _when(until, "until"),
+    )
+    reader, (page,) = await _model(request).read(session, reads.rejections(None, 50, after, only))
+    filters = {"code": code.strip(), "sender": sender.strip(), "since": since.strip(),
+               "until": until.strip()}  # fmt: skip
+    return _page(
+        request,
+        "rejections.html",
+        {
+            "reader": reader,
+            "page": page,
+            "first_page": after is None,
+            "filters": filters,
+            "query": urllib.parse.urlencode({k: v for k, v in filters.items() if v}),
+            "codes": sorted(CONTRACT_ERRORS),
+        },
+    )
 
 
 _FIND_FIELDS = ("idPrefix", "owner", "state", "status", "overdue", "assignedSince",
@@ -406,75 +347,70 @@ _FIND_FIELDS = ("idPrefix", "owner", "state", "status", "overdue", "assignedSinc
 
 
 @router.get("/find", response_class=HTMLResponse)
-async def find(request: Request, after: str | None = None) -> Response:
+async def find(request: Request, session: Viewer, after: str | None = None) -> Response:
     """Find documents by id prefix, owner, state, status, deadline, assignment time and data."""
 
-    async def render(session: Session) -> Response:
-        form = {k: request.query_params.get(k, "").strip() for k in _FIND_FIELDS}
-        owner = _valid(_OWNER, form["owner"], "owner") if form["owner"] else None
-        sort = form["sort"] or ("assigned" if owner else "id")
-        only = reads.FindFilter(
-            id_prefix=form["idPrefix"][:200],
-            owner=owner,
-            state=form["state"] or "active",  # type: ignore[arg-type]
-            status=form["status"] or None,
-            overdue=form["overdue"] in ("1", "on", "true"),
-            assigned_since=_when(form["assignedSince"], "assigned since"),
-            assigned_until=_when(form["assignedUntil"], "assigned until"),
-            contains=reads.parse_contains(form["data"]),
-            sort=sort,  # type: ignore[arg-type]
-            descending=form["order"] == "desc",
-        )
-        model = _model(request)
-        reader, (page, snapshot) = await model.read(
-            session, reads.find(only, 50, after, model.byte_order), reads.owners()
-        )
-        kept = {k: v for k, v in form.items() if v and k not in ("sort", "order")}
-        return _page(
-            request,
-            "find.html",
-            {
-                "reader": reader,
-                "page": page,
-                "form": form,
-                "sort": sort,
-                "descending": only.descending,
-                "owners": [c.owner for c in snapshot.owners],
-                "query": urllib.parse.urlencode({**kept, "sort": sort, "order": form["order"]}),
-                "kept": urllib.parse.urlencode(kept),
-                "first_page": after is None,
-                "now": snapshot.as_of,
-                "budget": reads.FIND_BUDGET,
-            },
-        )
-
-    return await _signed_in(request, render)
+    form = {k: request.query_params.get(k, "").strip() for k in _FIND_FIELDS}
+    owner = _valid(_OWNER, form["owner"], "owner") if form["owner"] else None
+    sort = form["sort"] or ("assigned" if owner else "id")
+    only = reads.FindFilter(
+        id_prefix=form["idPrefix"][:200],
+        owner=owner,
+        state=form["state"] or "active",  # type: ignore[arg-type]
+        status=form["status"] or None,
+        overdue=form["overdue"] in ("1", "on", "true"),
+        assigned_since=_when(form["assignedSince"], "assigned since"),
+        assigned_until=_when(form["assignedUntil"], "assigned until"),
+        contains=reads.parse_contains(form["data"]),
+        sort=sort,  # type: ignore[arg-type]
+        descending=form["order"] == "desc",
+    )
+    model = _model(request)
+    reader, (page, snapshot) = await model.read(
+        session, reads.find(only, 50, after, model.byte_order), reads.owners()
+    )
+    kept = {k: v for k, v in form.items() if v and k not in ("sort", "order")}
+    return _page(
+        request,
+        "find.html",
+        {
+            "reader": reader,
+            "page": page,
+            "form": form,
+            "sort": sort,
+            "descending": only.descending,
+            "owners": [c.owner for c in snapshot.owners],
+            "query": urllib.parse.urlencode({**kept, "sort": sort, "order": form["order"]}),
+            "kept": urllib.parse.urlencode(kept),
+            "first_page": after is None,
+            "now": snapshot.as_of,
+            "budget": reads.FIND_BUDGET,
+        },
+    )
 
 
 @router.get("/completed", response_class=HTMLResponse)
 async def completed(
     request: Request,
+    session: Viewer,
     after: str | None = None,
     id_prefix: Annotated[str, Query(alias="idPrefix")] = "",
 ) -> Response:
     """Finished work, newest first, or found by the start of its id."""
 
-    async def render(session: Session) -> Response:
-        prefix = id_prefix.strip()[:200] or None
-        reader, (page,) = await _model(request).read(session, reads.completed(50, after, prefix))
-        return _page(
-            request,
-            "completed.html",
-            {
-                "reader": reader,
-                "page": page,
-                "prefix": prefix or "",
-                "first_page": after is None,
-                "now": datetime.now(UTC),
-            },
-        )
-
-    return await _signed_in(request, render)
+    prefix = id_prefix.strip()[:200] or None
+    reader, (page,) = await _model(request).read(session, reads.completed(50, after, prefix))
+    return _page(
+        request,
+        "completed.html",
+        {
+            "reader": reader,
+            "page": page,
+            "prefix": prefix or "",
+            "first_page": after is None,
+            "now": datetime.now(UTC),
+        },
+    )
 
 
 @router.get("/docs", response_class=HTMLResponse)
