@@ -1,8 +1,19 @@
 """Handoff: explicit, reliable service ownership of work.
 
-Subpackages follow the layout of DESIGN.md: ``core`` (the contract),
-``relay`` (outbox to Kafka), ``consumers``, ``tracker`` (HTTP and UI) and
-``stack`` (CLI and the local stack). Only ``stack`` may import all others.
+Subpackages follow DESIGN.md's layout, each importing only what is below it:
+
+- ``core``: the contract (models, errors, settings, the unit of work, the SQL
+  families, the emit call, identity, Avro, Kafka clients); imports nothing of ours.
+- ``relay``, ``consumers``, ``tracker``, ``stack``, ``deploy``: import ``core`` only.
+- ``operate`` (audit, backlog, replay, projections, retention): ``core`` and
+  ``consumers``.
+- ``rehearsal``, ``samples``, ``sandbox``: ``core`` and ``consumers`` (the
+  rehearsal also the relay's schema registration).
+- ``dynamo`` (the AWS twin): ``core``, ``relay`` and ``operate``.
+- ``cli`` (the ``handoff`` command and its composition root): all of the above;
+  nothing imports it. The demo's setup there uses ``samples``.
+
+A test in tests/unit checks these arrows on every import of the package.
 """
 
 __version__ = "0.1.0"

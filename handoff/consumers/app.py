@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING, Any
 
 from handoff.consumers.event import Event
 from handoff.core.effects import Intent
-from handoff.core.errors import ConfigurationError, HandlerMissing
+from handoff.core.errors import ConfigurationError, DuplicateHandler
 from handoff.core.identity import Credential
 from handoff.core.names import id_problem, service_name_problem
 from handoff.core.tx import HandoffTx
@@ -171,6 +171,22 @@ class Consumer:
         # Events per transaction when the runtime's setting does not say
         # (a workflow starter wants 1 [Lambda batch size 1]).
         self.batch_size: int | None = None
+        # Injection points, set in code by the app (instrumentation, or a test that
+        # proves what a crash there does); no setting can add one.
+        self.after_commit_hooks: list[Callable[[int], None]] = []
+        self.after_submit_hooks: list[Callable[[int], None]] = []
+
+    def after_commit(self, fn: Callable[[int], None]) -> Callable[[int], None]:
+        """Call ``fn(messages)`` after a unit's database commit, before its Kafka offsets are
+        stored (a crash there is a redelivery the guard absorbs)."""
+        self.after_commit_hooks.append(fn)
+        return fn
+
+    def after_submit(self, fn: Callable[[int], None]) -> Callable[[int], None]:
+        """Call ``fn(intent_id)`` after a provider answered an effect's request, before the
+        answer is recorded (a crash there leaves a submitted intent to reconcile)."""
+        self.after_submit_hooks.append(fn)
+        return fn
 
     @property
     def credential(self) -> Credential:
@@ -199,7 +215,7 @@ class Consumer:
         if (problem := id_problem(event_type)) is not None:
             raise ConfigurationError(f"event type: {problem}")
         if event_type in self.handlers:
-            raise HandlerMissing(
+            raise DuplicateHandler(
                 f"{self.name} already has a handler for {event_type} "
                 f"({self.handlers[event_type].name})"
             )
@@ -237,7 +253,7 @@ class Consumer:
                 f"effect name {name!r}: 1-40 of a-z, 0-9, _ and -, starting with a letter"
             )
         if name in self.effects:
-            raise ConfigurationError(f"{self.name} already declares an effect named {name}")
+            raise DuplicateHandler(f"{self.name} already declares an effect named {name}")
         self.effects[name] = found = Effect(name, provider, on_outcome)
         return found
 

@@ -42,8 +42,8 @@ from handoff.consumers import metrics
 from handoff.consumers.app import Consumer, Effect, Outcome
 from handoff.consumers.providers import Answer
 from handoff.consumers.settings import EffectSettings
-from handoff.core.db import raise_if_lost
-from handoff.core.effects_sql import CLAIM, RECORD, SUBMITTING
+from handoff.core import db
+from handoff.core import effects_sql as ledger
 from handoff.core.errors import (
     ConfigurationError,
     DatabaseUnavailable,
@@ -102,7 +102,7 @@ class Executor:
         rows = transact(
             self.conn,
             lambda tx: tx.execute(
-                CLAIM,
+                ledger.CLAIM,
                 {"worker": self.worker, "lease_s": self.config.lease_s, "limit": 1, "submit": True},
             ).fetchall(),
         )
@@ -183,7 +183,7 @@ class Executor:
         ok = transact(
             self.conn,
             lambda tx: bool(
-                tx.execute(SUBMITTING, {"id": c.id, "claim": c.claim}).fetchone()[0]  # type: ignore[index]
+                tx.execute(ledger.SUBMITTING, {"id": c.id, "claim": c.claim}).fetchone()[0]  # type: ignore[index]
             ),
         )
         if not ok:
@@ -194,10 +194,8 @@ class Executor:
         started = time.perf_counter()
         try:
             answer = effect.provider.submit(c.idempotency_key, c.request)
-            if self.config.fault_hang_after_submit:
-                log.warning("fault: hanging after submitting intent %d", c.id)
-                while True:
-                    time.sleep(3600)
+            for hook in self.app.after_submit_hooks:
+                hook(c.id)
         except ProviderNotReached as exc:
             self._count(c, "not_reached")
             self._record(
@@ -269,7 +267,7 @@ class Executor:
 
         try:
             recorded = self._transact(work)
-        except (DatabaseUnavailable, psycopg.OperationalError):
+        except DatabaseUnavailable:
             raise
         except Exception as exc:
             # The provider's answer must not be lost because what follows it
@@ -304,7 +302,7 @@ class Executor:
         detail: str | None = None,
     ) -> bool:
         row = tx.execute(
-            RECORD,
+            ledger.RECORD,
             {
                 "id": c.id,
                 "claim": c.claim,
@@ -325,11 +323,7 @@ class Executor:
             self._count(c, "fenced")
 
     def _transact(self, work: Callable[[HandoffTx], bool]) -> bool:
-        try:
-            return transact(self.conn, work)
-        except psycopg.Error as exc:
-            raise_if_lost(self.conn, exc)
-            raise
+        return transact(self.conn, work)
 
     def _count(self, c: Claimed, result: str) -> None:
         metrics.EFFECTS.labels(self.app.name, c.effect, result).inc()
@@ -343,9 +337,10 @@ class Executor:
 def connect(
     database_url: str, app: Consumer, *, autocommit: bool = False
 ) -> psycopg.Connection[Any]:
+    """A session of the app's own role (its failures translated: core/db.connect)."""
     cred = app.credential
     info = make_conninfo(database_url, user=cred.role, password=cred.secret)
-    return psycopg.connect(info, autocommit=autocommit)
+    return db.connect(info, autocommit=autocommit)
 
 
 class Executors:
@@ -387,13 +382,16 @@ class Executors:
     def _listen(self) -> None:
         while not self._stop.is_set():
             try:
-                with connect(self.database_url, self.app, autocommit=True) as conn:
+                with (
+                    connect(self.database_url, self.app, autocommit=True) as conn,
+                    db.translated(sent=False),
+                ):
                     conn.execute(WAKE)
                     while not self._stop.is_set():
                         for _ in conn.notifies(timeout=self.config.poll_s, stop_after=1):
                             with self._wake:
                                 self._wake.notify_all()
-            except psycopg.Error as exc:  # the executors poll meanwhile
+            except DatabaseUnavailable as exc:  # the executors poll meanwhile
                 self.database_down.failed(f"wake-ups lost ({exc}); polling")
                 self._stop.wait(self.config.poll_s)
 
@@ -409,8 +407,7 @@ class Executors:
                             continue
                         with self._wake:
                             self._wake.wait(self.config.poll_s)
-            except (DatabaseUnavailable, OutcomeUnknown, psycopg.OperationalError,
-                    psycopg.InterfaceError) as exc:  # fmt: skip
+            except (DatabaseUnavailable, OutcomeUnknown) as exc:
                 # A restart of PostgreSQL: one line for the outage, none per executor or
                 # attempt; what was in flight is the next claim's (its lease runs out).
                 self.database_down.failed(f"executor {index}: {exc}; reconnecting")

@@ -114,13 +114,6 @@ class ConsumerSettings(BaseSettings):
         int | None,
         Field(ge=1, description="Read events as this schema version (default: the newest)."),
     ] = None
-    fault_kill_after_commit: Annotated[
-        bool,
-        Field(
-            description="Test only: kill -9 this consumer right after a database commit and "
-            "before the offset commit, to prove the guard absorbs the redelivery."
-        ),
-    ] = False
 
     def retry_policy(self) -> RetryPolicy:
         return RetryPolicy(
@@ -175,13 +168,6 @@ class EffectSettings(BaseSettings):
         float,
         Field(gt=0, le=60, description="Longest idle wait (new intents also wake executors)."),
     ] = 1.0
-    fault_hang_after_submit: Annotated[
-        bool,
-        Field(
-            description="Test only: stop dead after sending a request and before recording "
-            "its answer, so a kill -9 leaves a claimed, submitted intent."
-        ),
-    ] = False
 
     @classmethod
     def with_executors(cls, executors: int | None) -> EffectSettings:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,8 +24,11 @@ from handoff.consumers import metrics
 from handoff.consumers.app import Consumer, Handler
 from handoff.consumers.decoding import Decoder
 from handoff.consumers.event import Event, Position
-from handoff.consumers.failures import Category, HeldBack, classify, describe
+from handoff.consumers.failures import Category, HeldBack, describe
 from handoff.consumers.settings import ConsumerSettings
+from handoff.consumers.verdicts import Verdict
+from handoff.consumers.wrappers import Step, Unit, UnitWrapper, claimed, quarantined, retried
+from handoff.core import guards_sql as guards
 from handoff.core.db import raise_if_lost
 from handoff.core.errors import (
     DatabaseUnavailable,
@@ -33,8 +36,8 @@ from handoff.core.errors import (
     MalformedEvent,
     UnitRolledBack,
 )
-from handoff.core.guards_sql import BEGIN, CLAIM, DUE, HOLD, TAKE
-from handoff.core.tx import HandoffTx, json_text, transact
+from handoff.core.tx import HandoffTx, transact
+from handoff.core.wire import json_text
 
 log = logging.getLogger("handoff.consumers")
 
@@ -74,10 +77,13 @@ def _identity(item: Item) -> dict[str, Any]:
 
 
 class Processor:
-    # One-event units claim their event with the handler's writes, in one
-    # round trip, before the verdict is read (migration 0011); False: always
-    # read the verdict first (a replay records every verdict).
-    speculate = True
+    """A consumer's units on one connection, composed of wrappers (wrappers.py).
+
+    ``speculate``: a lone event claims itself with the handler's writes, in one
+    round trip, before the verdict is read (consumer_claim); False: the verdict
+    is always read first (a replay records every verdict). ``unit_wrappers``
+    wrap the unit inside its transaction, outermost first.
+    """
 
     def __init__(
         self,
@@ -86,12 +92,24 @@ class Processor:
         config: ConsumerSettings,
         *,
         sleep: Callable[[float], None] = time.sleep,
+        speculate: bool = True,
+        unit_wrappers: Sequence[UnitWrapper] = (),
     ) -> None:
         self.app, self.conn, self.config = app, conn, config
         self.policy = config.retry_policy()
-        self._sleep = sleep
         self._types = app.event_types
         self.failed: Item | None = None
+        unit: Unit = self.unit
+        for wrap in reversed(unit_wrappers):
+            unit = wrap(unit)
+        self._unit = unit
+        through = claimed(self._step, self._claimed_unit) if speculate else self._step
+        self._through = self._timed(through)
+        self._one = quarantined(
+            retried(self._through, self.policy, sleep=sleep, on_retry=self._retrying,
+                    lost=self._raise_if_lost),
+            self.quarantine,
+        )  # fmt: skip
 
     # -- one unit ----------------------------------------------------------------
 
@@ -108,7 +126,7 @@ class Processor:
     ) -> None:
         handler = self._handler(item)
         tx.execute(
-            HOLD,
+            guards.HOLD,
             {
                 "reason": reason,
                 "event": Jsonb(_identity(item)),
@@ -127,30 +145,30 @@ class Processor:
     def _handler(self, item: Item) -> Handler | None:
         return self.app.handlers.get(item.event.event_type) if item.event else None
 
-    def unit(self, tx: HandoffTx, items: list[Item], *, reconcile: bool = False) -> list[str]:
+    def unit(self, tx: HandoffTx, items: list[Item], reconcile: bool = False) -> list[Verdict]:
         """Guard, order and handle ``items`` (all decoded) in ``tx``; one verdict each."""
         set_aside = items[0].kind if len(items) == 1 else None
         if set_aside is not None:
-            taken = tx.execute(TAKE, {"kind": set_aside, "id": items[0].entry}).fetchone()
+            taken = tx.execute(guards.TAKE, {"kind": set_aside, "id": items[0].entry}).fetchone()
             if not (taken and taken[0]):
-                return ["gone"]  # another process of this consumer took it first
+                return [Verdict.GONE]  # another process of this consumer took it first
         params = {**self._guard_params(items), "reconcile": reconcile}
-        verdicts = tx.execute(BEGIN, params).fetchall()
+        verdicts = [(Verdict(v), d) for v, d in tx.execute(guards.VERDICTS, params).fetchall()]
         for item, (verdict, detail) in zip(items, verdicts, strict=True):
             assert item.event is not None
-            if verdict == "apply":
+            if verdict is Verdict.APPLY:
                 self.failed = item  # until the handler returns: the batch's culprit
                 self._apply(tx, item.event, detail)
                 self.failed = None
-            elif verdict in ("park", "gap") and set_aside is not None:
+            elif verdict in (Verdict.PARK, Verdict.GAP) and set_aside is not None:
                 raise StillWaiting(verdict)
-            elif verdict == "park":
+            elif verdict is Verdict.PARK:
                 self._hold(tx, "behind_quarantine", item)
-            elif verdict == "gap":
+            elif verdict is Verdict.GAP:
                 self._hold(tx, "gap", item, wait_s=self.config.gap_wait_s)
-            elif verdict == "future":
+            elif verdict is Verdict.FUTURE:
                 raise HeldBack(Category.UNEXPECTED_VERSION, f"unexpected future version: {detail}")
-            elif verdict == "conflict":
+            elif verdict is Verdict.CONFLICT:
                 raise HeldBack(
                     Category.CONFLICTING_REUSE,
                     f"event id {item.event.event_id} was taken before with other content",
@@ -161,7 +179,7 @@ class Processor:
         events = [item.event.identity() for item in items if item.event is not None]
         return {"events": Jsonb(events, json_text), "types": self._types, "owner": self.app.owner}
 
-    def claimed(self, tx: HandoffTx, item: Item) -> list[str]:
+    def claim_unit(self, tx: HandoffTx, item: Item) -> list[Verdict]:
         """One event, its handler run before the guard's verdict is read.
 
         The claim goes first in the unit's one message, so the handler's
@@ -171,7 +189,7 @@ class Processor:
         (core/tx.py), so a handler needs no new care.
         """
         assert item.event is not None
-        tx.write(CLAIM, self._guard_params([item]))
+        tx.write(guards.CLAIM, self._guard_params([item]))
         try:
             self._apply(tx, item.event, None)
         except Exception as exc:
@@ -186,7 +204,7 @@ class Processor:
                 except Exception as other:  # the claim had gone earlier: a real attempt
                     log.debug("%s: after the handler's failure: %s", self.app.name, other)
             raise
-        return ["apply"]
+        return [Verdict.APPLY]
 
     def _apply(self, tx: HandoffTx, event: Event, skipped: str | None) -> None:
         handler = self.app.handlers[event.event_type]
@@ -212,27 +230,32 @@ class Processor:
 
     # -- running units -------------------------------------------------------------
 
-    def _transact(self, items: list[Item], reconcile: bool = False) -> list[str]:
-        started = time.perf_counter()
-        try:
-            claimable = self.speculate and len(items) == 1 and items[0].kind is None
-            if claimable and not reconcile and (done := self._claimed_unit(items[0])):
-                return done
-            # On the consumer's autocommit connection BEGIN goes with the
-            # guard's statement and the handlers' writes go with COMMIT
-            # (core/tx.py): two round trips a unit, plus one per statement
-            # whose result a handler reads.
-            return transact(self.conn, lambda tx: self.unit(tx, items, reconcile=reconcile))
-        except psycopg.Error as exc:
-            self._raise_if_lost(exc)
-            raise
-        finally:
-            metrics.UNIT_SECONDS.labels(self.app.name).observe(time.perf_counter() - started)
+    def _step(self, items: list[Item], reconcile: bool) -> list[Verdict]:
+        """The verdict-first unit, in a transaction of its own (retried on conflicts).
 
-    def _claimed_unit(self, item: Item) -> list[str] | None:
+        On the consumer's autocommit connection guards.VERDICTS goes with the guard's
+        statement and the handlers' writes go with COMMIT (core/tx.py): two
+        round trips a unit, plus one per statement whose result a handler reads.
+        """
+        try:
+            return transact(self.conn, lambda tx: self._unit(tx, items, reconcile))
+        except StillWaiting:
+            return [Verdict.WAITING]
+
+    def _timed(self, step: Step) -> Step:
+        def run(items: list[Item], reconcile: bool) -> list[Verdict]:
+            started = time.perf_counter()
+            try:
+                return step(items, reconcile)
+            finally:
+                metrics.UNIT_SECONDS.labels(self.app.name).observe(time.perf_counter() - started)
+
+        return run
+
+    def _claimed_unit(self, item: Item) -> list[Verdict] | None:
         """The one-round-trip unit; None when the claim refused and the long way decides."""
         try:
-            return transact(self.conn, lambda tx: self.claimed(tx, item))
+            return transact(self.conn, lambda tx: self.claim_unit(tx, item))
         except Exception as exc:
             # UnitRolledBack: a handler swallowed an error, perhaps the claim's;
             # the long way tells which.
@@ -254,7 +277,7 @@ class Processor:
         self.failed = None
         if len(decoded) > 1:
             try:
-                self._count(self._transact(decoded))
+                self._count(self._through(decoded, False))
                 return
             except DatabaseUnavailable:
                 raise
@@ -268,71 +291,37 @@ class Processor:
             # The handler call that failed the batch counts as a delivery.
             self.run_one(item, spent=1 if item is culprit else 0)
 
-    def run_one(self, item: Item, *, spent: int = 0) -> str:
+    def run_one(self, item: Item, *, spent: int = 0) -> Verdict:
         """One event, retried by its failure class; quarantined when retries cannot help.
 
-        Answers what became of it: a verdict of the guard (apply, duplicate,
-        stale, park, gap, held), "waiting", or "quarantined".
+        Answers what became of it: a verdict of the guard, ``WAITING`` or
+        ``QUARANTINED``.
         """
-        if item.malformed is not None:
-            self.quarantine(item, Category.MALFORMED, describe(item.malformed), 1)
-            return "quarantined"
-        deadline = time.monotonic() + self.policy.budget_s
-        attempts = spent
-        while True:
-            attempts += 1
-            try:
-                verdicts = self._transact([item], reconcile=item.expired)
-                self._count(verdicts)
-                return verdicts[0]
-            except StillWaiting:
-                return "waiting"
-            except DatabaseUnavailable:
-                raise
-            except Exception as exc:
-                self._raise_if_lost(exc)
-                category, retryable = classify(exc)
-                wait = self.policy.delay(attempts)
-                if (
-                    retryable
-                    and attempts < self.policy.attempts
-                    and (time.monotonic() + wait <= deadline)
-                ):
-                    metrics.RETRIES.labels(self.app.name, category.value).inc()
-                    log.warning(
-                        "%s: attempt %d at %s failed (%s); retrying",
-                        self.app.name,
-                        attempts,
-                        _where(item),
-                        describe(exc),
-                    )
-                    self._sleep(wait)
-                    continue
-                self.quarantine(item, category, describe(exc), attempts)
-                return "quarantined"
+        verdict = self._one(item, spent)
+        if verdict not in (Verdict.WAITING, Verdict.QUARANTINED):  # quarantine() counts its own
+            self._count([verdict])
+        return verdict
+
+    def _retrying(self, item: Item, attempts: int, category: Category, exc: Exception) -> None:
+        metrics.RETRIES.labels(self.app.name, category.value).inc()
+        log.warning("%s: attempt %d at %s failed (%s); retrying", self.app.name, attempts,
+                    _where(item), describe(exc))  # fmt: skip
 
     def quarantine(self, item: Item, category: Category, error: str, attempts: int) -> None:
         """Set the event aside for a person; its document's later events wait behind it."""
 
         def record(tx: HandoffTx) -> None:
             if item.kind == "parked":
-                tx.execute(TAKE, {"kind": "parked", "id": item.entry})
+                tx.execute(guards.TAKE, {"kind": "parked", "id": item.entry})
             self._hold(tx, "quarantine", item, category=category, error=error, attempts=attempts)
 
-        try:
-            transact(self.conn, record)
-        except psycopg.Error as exc:
-            self._raise_if_lost(exc)
-            raise
-        metrics.EVENTS.labels(self.app.name, "quarantined").inc()
+        transact(self.conn, record)
+        metrics.EVENTS.labels(self.app.name, Verdict.QUARANTINED.outcome).inc()
         log.error("%s: quarantined %s: %s: %s", self.app.name, _where(item), category, error)
 
-    def _count(self, verdicts: list[str]) -> None:
+    def _count(self, verdicts: list[Verdict]) -> None:
         for verdict in verdicts:
-            outcome = {"apply": "applied", "park": "parked", "conflict": "quarantined"}.get(
-                verdict, verdict
-            )
-            metrics.EVENTS.labels(self.app.name, outcome).inc()
+            metrics.EVENTS.labels(self.app.name, verdict.outcome).inc()
 
 
 def _unclaimed(exc: BaseException | None) -> bool:
@@ -352,7 +341,7 @@ def _where(item: Item) -> str:
 
 def sweep(processor: Processor, reads: psycopg.Connection[Any], decoder: Decoder) -> int:
     """Take back parked events whose turn came and the retries a person asked for."""
-    rows = reads.execute(DUE, {"limit": SWEEP_LIMIT}).fetchall()
+    rows = reads.execute(guards.DUE, {"limit": SWEEP_LIMIT}).fetchall()
     for kind, entry, topic, partition, offset, key, value, headers, expired in rows:
         position = Position(topic, partition, offset, key, bytes(value or b""), headers)
         item = Item(position, kind=kind, entry=entry, expired=expired)

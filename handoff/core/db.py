@@ -18,12 +18,14 @@ from psycopg import errors as pg
 
 from handoff.core.errors import (
     DatabaseUnavailable,
-    EventNotClaimed,
+    HandoffError,
     InvalidRequest,
+    LoginRefused,
     NotPermitted,
     OutcomeUnknown,
     TransientConflict,
     Unauthenticated,
+    lookup,
 )
 
 # Liveness check of a connection.
@@ -32,17 +34,27 @@ PING = "SELECT 1"
 # SQLSTATEs a retry of the identical request can cure.
 RETRYABLE = (pg.SerializationFailure, pg.DeadlockDetected, pg.LockNotAvailable)
 
-# Raised by Handoff's own SQL functions with messages written for callers:
-# 22H00 the naming rule or the instant range (0003), 22023 a missing field (0001),
-# 22H01 an effect's request changed, 22H02 a workflow run's input changed (0005).
-OWN_MESSAGES = frozenset({"22H00", "22023", "22H01", "22H02"})
-# consumer_claim's refusal (0011).
-NOT_CLAIMED = "P0H00"
-
 
 def _primary(exc: psycopg.Error) -> str:
     text = exc.diag.message_primary or str(exc).strip().split("\n", 1)[0]
     return text.strip() or type(exc).__name__
+
+
+def refused_login(exc: BaseException) -> bool:
+    """Whether connecting failed because the server refused the credentials: libpq
+    gives a connection failure no SQLSTATE, so its text is all there is (one place)."""
+    return "password authentication failed" in str(exc)
+
+
+def connect(conninfo: str, **options: Any) -> psycopg.Connection[Any]:
+    """``psycopg.connect``, its failures translated: LoginRefused (fix the settings)
+    or DatabaseUnavailable (try again later)."""
+    try:
+        return psycopg.connect(conninfo, **options)
+    except psycopg.OperationalError as exc:
+        problem = login_problem(exc)
+        assert problem is not None
+        raise problem from exc
 
 
 def raise_if_lost(conn: psycopg.Connection[Any], exc: BaseException) -> None:
@@ -52,7 +64,7 @@ def raise_if_lost(conn: psycopg.Connection[Any], exc: BaseException) -> None:
         raise DatabaseUnavailable(f"the database session broke: {exc}") from exc
 
 
-def login_problem(exc: BaseException) -> DatabaseUnavailable | None:
+def login_problem(exc: BaseException) -> DatabaseUnavailable | LoginRefused | None:
     """What to tell a person when connecting failed (psycopg's error, or SQLAlchemy's
     around it, as alembic raises it); None when ``exc`` is not a failed connection.
 
@@ -69,18 +81,17 @@ def login_problem(exc: BaseException) -> DatabaseUnavailable | None:
     if where:
         target = f"PostgreSQL at {where.group(1)}:{where.group(2)}"
     user = re.search(r'for user "([^"]+)"', text)
-    if "password authentication failed" in text:
+    fix = 'Check HANDOFF_DATABASE_URL; for the local stack: eval "$(handoff stack env)"'
+    if refused_login(found):
         who = f" as {user.group(1)!r}" if user else ""
-        why = f"{target} refused the login{who}: wrong password"
-    elif "does not exist" in text:
-        why = f"{target} refused the login: {_primary(found)}"
-    elif "Connection refused" in text or "could not connect" in text or "timeout" in text:
+        return LoginRefused(f"{target} refused the login{who}: wrong password. {fix}")
+    if "does not exist" in text:
+        return LoginRefused(f"{target} refused the login: {_primary(found)}. {fix}")
+    if "Connection refused" in text or "could not connect" in text or "timeout" in text:
         why = f"{target} is not reachable (is it running? `handoff stack up` starts the local one)"
     else:
         why = f"could not connect to {target}: {_primary(found)}"
-    return DatabaseUnavailable(
-        f'{why}. Check HANDOFF_DATABASE_URL; for the local stack: eval "$(handoff stack env)"'
-    )
+    return DatabaseUnavailable(f"{why}. {fix}")
 
 
 @contextmanager
@@ -92,28 +103,34 @@ def translated(*, sent: bool = True) -> Iterator[None]:
         raise TransientConflict(
             f"{type(exc).__name__}: the transaction met a concurrent one; retry it as is"
         ) from exc
-    except psycopg.DataError as exc:  # SQLSTATE class 22: a value the request carried
-        if exc.sqlstate in OWN_MESSAGES:
-            raise InvalidRequest(_primary(exc)) from exc
-        raise InvalidRequest(
+    except psycopg.Error as exc:
+        # Handoff's own SQL functions: an error class of core/errors.py declares the
+        # SQLSTATE, and the message was written for the caller.
+        own = lookup(exc.sqlstate)
+        error = own(_primary(exc)) if own is not None else _driver_error(exc, sent=sent)
+        if error is None:
+            raise  # the caller's own statement failed (a handler's table): its own error
+        raise error from exc
+
+
+def _driver_error(exc: psycopg.Error, *, sent: bool) -> HandoffError | None:
+    """PostgreSQL's and the driver's own errors in Handoff's terms, where there are some."""
+    if isinstance(exc, psycopg.DataError):  # SQLSTATE class 22: a value the request carried
+        return InvalidRequest(
             "a value in the request is out of range or malformed for the database"
-        ) from exc
-    except pg.InvalidAuthorizationSpecification as exc:  # our own RAISE ... 28000
-        raise Unauthenticated(_primary(exc)) from exc
-    except pg.InsufficientPrivilege as exc:
-        raise NotPermitted(
+        )
+    if isinstance(exc, pg.InsufficientPrivilege):
+        return NotPermitted(
             "the database refused the operation to this role (service roles may only emit)"
-        ) from exc
-    except psycopg.OperationalError as exc:
-        if "password authentication failed" in str(exc):
-            raise Unauthenticated("the database refused the service's login") from exc
+        )
+    if isinstance(exc, psycopg.OperationalError | psycopg.InterfaceError):
+        # InterfaceError: a connection psycopg already knows is closed.
+        if refused_login(exc):
+            return Unauthenticated("the database refused the service's login")
         if sent:
-            raise OutcomeUnknown(
+            return OutcomeUnknown(
                 f"lost the database connection during the request ({_primary(exc)}); "
                 "retry it unchanged, with the same event id"
-            ) from exc
-        raise DatabaseUnavailable(f"the database is unreachable: {_primary(exc)}") from exc
-    except psycopg.Error as exc:
-        if exc.sqlstate == NOT_CLAIMED:
-            raise EventNotClaimed(_primary(exc)) from exc
-        raise
+            )
+        return DatabaseUnavailable(f"the database is unreachable: {_primary(exc)}")
+    return None

@@ -17,17 +17,8 @@ import psycopg
 from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
 
+from handoff.core import effects_sql as q
 from handoff.core.db import translated
-from handoff.core.effects_sql import (
-    HISTORY,
-    INTEND,
-    LIST,
-    LOCK,
-    RECORD_DECISION,
-    RESOLVE,
-    SHOW,
-    WORKFLOW_START,
-)
 from handoff.core.errors import EffectNotFound, EffectNotUnresolved, InvalidRequest
 
 STATES = ("intended", "claimed", "submitted", "succeeded", "failed", "unknown")
@@ -79,7 +70,7 @@ def intend(
         "business_key": business_key,
     }
     with translated():
-        row = conn.execute(INTEND, params).fetchone()
+        row = conn.execute(q.INTEND, params).fetchone()
     assert row is not None  # the function answers one row or raises
     return Intent(*row)
 
@@ -103,7 +94,7 @@ def start_workflow(
         "input": Jsonb(input),
     }
     with translated():
-        row = conn.execute(WORKFLOW_START, params).fetchone()
+        row = conn.execute(q.WORKFLOW_START, params).fetchone()
     assert row is not None
     return WorkflowRun(*row)
 
@@ -134,7 +125,7 @@ def list_intents(
         "limit": limit,
     }
     with translated(), conn.cursor(row_factory=dict_row) as cur:
-        return cur.execute(LIST, params).fetchall()
+        return cur.execute(q.LIST, params).fetchall()
 
 
 @dataclass(frozen=True)
@@ -145,10 +136,10 @@ class IntentRecord:
 
 def show_intent(conn: psycopg.Connection[Any], intent_id: int) -> IntentRecord:
     with translated(), conn.cursor(row_factory=dict_row) as cur:
-        found = cur.execute(SHOW, {"id": intent_id}).fetchone()
+        found = cur.execute(q.SHOW, {"id": intent_id}).fetchone()
         if found is None:
             raise EffectNotFound(f"no effect intent {intent_id}")
-        return IntentRecord(found, cur.execute(HISTORY, {"id": intent_id}).fetchall())
+        return IntentRecord(found, cur.execute(q.HISTORY, {"id": intent_id}).fetchall())
 
 
 def resolve(
@@ -169,7 +160,7 @@ def resolve(
     if not actor.strip():
         raise InvalidRequest("say who decides (--by)")
     with translated(), conn.transaction():
-        row = conn.execute(LOCK, {"id": intent_id}).fetchone()
+        row = conn.execute(q.LOCK, {"id": intent_id}).fetchone()
         if row is None:
             raise EffectNotFound(f"no effect intent {intent_id}")
         state, reconciliation = row
@@ -178,9 +169,9 @@ def resolve(
                 f"intent {intent_id} is {state} ({reconciliation}), not unresolved: "
                 "only what the executors gave up on is decided by hand"
             )
-        conn.execute(RESOLVE, {"id": intent_id, "state": outcome, "provider_ref": provider_ref})
+        conn.execute(q.RESOLVE, {"id": intent_id, "state": outcome, "provider_ref": provider_ref})
         conn.execute(
-            RECORD_DECISION,
+            q.RECORD_DECISION,
             {
                 "id": intent_id,
                 "actor": actor,

@@ -1,4 +1,4 @@
-"""Named statements of the effect ledger and workflow-run family (migration 0005).
+"""Named statements of the effect ledger and workflow-run family (handoff/sql/effects.sql).
 
 The service-side statements call the SECURITY DEFINER functions, which take
 the consumer from the session; the operator statements (list, show,

@@ -1,7 +1,7 @@
 """Named statements of the state/history/counts/receipts/outbox family.
 
 The emit transaction itself is the server-side function ``handoff._emit``
-(alembic/versions/0001_contract.sql); these are the only ways in.
+(handoff/sql/contract.sql); these are the only ways in.
 Explicit casts keep function resolution independent of how the driver
 types a Python value (an ``int`` may travel as int2, int4 or int8).
 """

@@ -13,8 +13,8 @@ from typing import Any, LiteralString
 import psycopg
 from psycopg.types.json import Jsonb
 
+from handoff.core import emit_sql as q
 from handoff.core.db import translated
-from handoff.core.emit_sql import EMIT_DIRECT, EMIT_HTTP
 from handoff.core.errors import InvalidRequest
 from handoff.core.identity import Caller, Credential
 from handoff.core.models import (
@@ -89,7 +89,7 @@ def emit_with(
     document_id: str | None = None,
 ) -> Receipt | Rejection:
     """Emit through ``run`` (a connection's or a unit's statement runner), in its transaction."""
-    row = run(EMIT_DIRECT, params(request, document_id)).fetchone()
+    row = run(q.EMIT_DIRECT, params(request, document_id)).fetchone()
     assert row is not None
     return outcome(row[0])
 
@@ -126,7 +126,7 @@ def emit_as_in(
 ) -> Receipt | Rejection:
     """Emit as the service a credential names, on a connection of the API role."""
     with translated():
-        row = conn.execute(EMIT_HTTP, _as(credential, request, document_id)).fetchone()
+        row = conn.execute(q.EMIT_HTTP, _as(credential, request, document_id)).fetchone()
     assert row is not None
     return outcome(row[0])
 
@@ -152,7 +152,7 @@ async def emit_http(
 ) -> Receipt:
     """Emit for the HTTP API, as the service the bearer credential names."""
     with translated():
-        cursor = await conn.execute(EMIT_HTTP, _as(credential, request, document_id))
+        cursor = await conn.execute(q.EMIT_HTTP, _as(credential, request, document_id))
         row = await cursor.fetchone()
     assert row is not None
     return answer(row[0])

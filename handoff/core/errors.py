@@ -8,11 +8,19 @@ codes are assigned only in ``tracker/``; the CLI turns them into messages.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, ClassVar
 
 
 class HandoffError(Exception):
-    """Base of every error Handoff raises on purpose."""
+    """Base of every error Handoff raises on purpose.
+
+    ``sqlstates``: the SQLSTATEs of Handoff's own SQL functions that raise this
+    error, with a message written for the caller (``RAISE ... USING ERRCODE``);
+    core/db.py translates them through ``lookup``, as psycopg's ``errors.lookup``
+    does for PostgreSQL's own.
+    """
+
+    sqlstates: ClassVar[tuple[str, ...]] = ()
 
     @property
     def code(self) -> str:
@@ -24,15 +32,20 @@ class ConfigurationError(HandoffError):
     """A setting is missing or wrong; the message says which and how to fix it."""
 
 
-class ReplayRefused(ConfigurationError):
+class OperationRefused(HandoffError):
+    """An operator's action that cannot be done as asked; the message says why and what
+    would make it possible."""
+
+
+class ReplayRefused(OperationRefused):
     """A replay plan cannot run as asked (not approved, changed, another handler revision)."""
 
 
-class ProjectionRefused(ConfigurationError):
+class ProjectionRefused(OperationRefused):
     """A projection cannot be used as asked (differences, unknown, in use by readers)."""
 
 
-class RetentionTooShort(ConfigurationError):
+class RetentionTooShort(OperationRefused):
     """A retention shorter than the replay window: it would reopen duplicate effects."""
 
 
@@ -74,9 +87,16 @@ class ContractError(HandoffError):
 class InvalidRequest(ContractError):
     """The request is malformed (missing field, bad value); fix it, do not retry as is."""
 
+    # The naming rule or an instant's range (_emit), a missing field (_emit_contract),
+    # an effect's request changed (22H01, effect_intend) or a workflow run's input
+    # changed (22H02, workflow_start).
+    sqlstates = ("22H00", "22023", "22H01", "22H02")
+
 
 class Unauthenticated(ContractError):
     """No credential, or one that maps to no service."""
+
+    sqlstates = ("28000",)  # a session role that is no active service (0003, 0004)
 
 
 class SenderMismatch(ContractError):
@@ -128,8 +148,10 @@ class TransientConflict(HandoffError):
 
 
 class EventNotClaimed(HandoffError):
-    """A consumer's claim refused its event (SQLSTATE P0H00, migration 0011): not to be
-    applied now. The unit rolls back and the event is judged again, verdict first."""
+    """A consumer's claim refused its event (migration 0011): not to be applied now.
+    The unit rolls back and the event is judged again, verdict first."""
+
+    sqlstates = ("P0H00",)
 
 
 class UnitRolledBack(HandoffError):
@@ -142,7 +164,12 @@ class Unavailable(HandoffError):
 
 
 class DatabaseUnavailable(Unavailable):
-    """The database could not be reached or refused the login."""
+    """The database could not be reached, or the session with it broke."""
+
+
+class LoginRefused(ConfigurationError):
+    """The database refused the login: a wrong password or user, no such database.
+    Retrying as is cannot help; the message says what to fix."""
 
 
 class KafkaUnavailable(Unavailable):
@@ -181,7 +208,11 @@ class MalformedEvent(HandoffError):
 
 
 class HandlerMissing(ConfigurationError):
-    """A consumer was started without a handler, or two handlers claim one event type."""
+    """A consumer was started without a handler for what it was asked to handle."""
+
+
+class DuplicateHandler(ConfigurationError):
+    """Two handlers claim one event type of one consumer (or two effects one name)."""
 
 
 # -- effects ---------------------------------------------------------------------------
@@ -218,25 +249,6 @@ class ProviderRefused(ProviderError):
         self.body = body
 
 
-# -- the sandbox provider (a stand-in third party; its answers are its own) -----------
-
-
-class SandboxRefusal(HandoffError):
-    """A request the sandbox provider answers with an error: its HTTP status and code."""
-
-    def __init__(self, message: str, *, status: int = 400, code: str = "InvalidRequest") -> None:
-        super().__init__(message)
-        self.status = status
-        self.answer_code = code
-
-
-class InvalidFault(SandboxRefusal):
-    """A fault request the sandbox provider cannot arm; the message says what to fix."""
-
-    def __init__(self, message: str) -> None:
-        super().__init__(message, status=400, code="InvalidFault")
-
-
 CONTRACT_ERRORS: dict[str, type[ContractError]] = {
     cls.__name__: cls
     for cls in (
@@ -266,3 +278,17 @@ def contract_error(answer: Mapping[str, Any]) -> ContractError:
         current_version=answer.get("currentVersion"),
         current_owner=answer.get("currentOwner"),
     )
+
+
+def lookup(sqlstate: str | None) -> type[HandoffError] | None:
+    """The error class that Handoff's SQL raises with ``sqlstate``, if one does."""
+    return _BY_SQLSTATE.get(sqlstate or "")
+
+
+def _all(cls: type[HandoffError]) -> list[type[HandoffError]]:
+    return [cls, *(sub for direct in cls.__subclasses__() for sub in _all(direct))]
+
+
+_BY_SQLSTATE: dict[str, type[HandoffError]] = {
+    state: cls for cls in _all(HandoffError) for state in cls.sqlstates
+}

@@ -1,7 +1,7 @@
 """Named statements of the consumer family: guard, positions, parked and quarantined events.
 
-Consumers run them as their own service role; the functions (migration
-0004) take the consumer's name and tenant from the session.
+Consumers run them as their own service role; the functions
+(handoff/sql/consumers.sql) take the consumer's name and tenant from the session.
 """
 
 from __future__ import annotations
@@ -9,13 +9,13 @@ from __future__ import annotations
 WHOAMI = "SELECT tenant_id, name FROM handoff.consumer_whoami()"
 
 # Guard and ordering for a batch, one round trip: one (verdict, detail) per event.
-BEGIN = """
+VERDICTS = """
 SELECT verdict, detail
   FROM handoff.consumer_begin(%(events)s, %(types)s, %(owner)s, %(reconcile)s)
 """
 
 # The same for one event, raising SQLSTATE P0H00 (EventNotClaimed) unless it is
-# to be applied now: sent with the handler's writes and the COMMIT (migration 0011).
+# to be applied now: sent with the handler's writes and the COMMIT (consumer_claim).
 CLAIM = "SELECT handoff.consumer_claim(%(events)s, %(types)s, %(owner)s)"
 
 HOLD = """

@@ -2,7 +2,7 @@
 
 One rule, checked at every entry point: the request models (HTTP and the
 Python client), the CLI, and again in the database for direct SQL callers
-(``handoff._id_problem`` and ``handoff._label_problem`` in migration 0003,
+(``handoff._id_problem`` and ``handoff._label_problem`` in handoff/sql/contract.sql,
 which a test compares with this module code point by code point).
 
 - **Tenants and services** (and so owners): 1-63 characters of ``a-z 0-9 . _ -``,

@@ -14,9 +14,9 @@ from typing import Any
 import psycopg
 from psycopg.rows import dict_row
 
+from handoff.core import quarantine_sql as q
 from handoff.core.db import translated
 from handoff.core.errors import InvalidRequest, QuarantineEntryClosed, QuarantineEntryNotFound
-from handoff.core.quarantine_sql import AUDIT, LIST, LOCK, RECORD, SET_STATUS, SHOW
 
 STATUSES = ("open", "retry", "resolved", "discarded")
 PENDING = ("open", "retry")
@@ -42,15 +42,15 @@ def list_entries(
         raise InvalidRequest("limit must be between 1 and 10000")
     params = {"tenant": tenant, "consumer": consumer, "status": status, "limit": limit}
     with translated(), conn.cursor(row_factory=dict_row) as cur:
-        return cur.execute(LIST, params).fetchall()
+        return cur.execute(q.LIST, params).fetchall()
 
 
 def show_entry(conn: psycopg.Connection[Any], entry_id: int) -> Entry:
     with translated(), conn.cursor(row_factory=dict_row) as cur:
-        found = cur.execute(SHOW, {"id": entry_id}).fetchone()
+        found = cur.execute(q.SHOW, {"id": entry_id}).fetchone()
         if found is None:
             raise QuarantineEntryNotFound(f"no quarantine entry {entry_id}")
-        return Entry(found, cur.execute(AUDIT, {"id": entry_id}).fetchall())
+        return Entry(found, cur.execute(q.AUDIT, {"id": entry_id}).fetchall())
 
 
 def _decide(
@@ -61,14 +61,14 @@ def _decide(
     if not actor.strip():
         raise InvalidRequest("say who decides (--by)")
     with translated(), conn.transaction():
-        row = conn.execute(LOCK, {"id": entry_id}).fetchone()
+        row = conn.execute(q.LOCK, {"id": entry_id}).fetchone()
         if row is None:
             raise QuarantineEntryNotFound(f"no quarantine entry {entry_id}")
         if row[0] not in PENDING:
             raise QuarantineEntryClosed(f"entry {entry_id} is already {row[0]}")
-        conn.execute(SET_STATUS, {"id": entry_id, "status": status})
+        conn.execute(q.SET_STATUS, {"id": entry_id, "status": status})
         action = "retry requested" if status == "retry" else "discarded"
-        conn.execute(RECORD, {"id": entry_id, "actor": actor, "action": action, "detail": reason})
+        conn.execute(q.RECORD, {"id": entry_id, "actor": actor, "action": action, "detail": reason})
 
 
 def request_retry(conn: psycopg.Connection[Any], entry_id: int, *, actor: str, reason: str) -> None:

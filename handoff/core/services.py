@@ -17,29 +17,11 @@ import psycopg
 from psycopg import sql
 from psycopg.rows import class_row
 
+from handoff.core import services_sql as q
 from handoff.core.db import translated
 from handoff.core.errors import InvalidRequest, ServiceExists, ServiceInUse, ServiceNotFound
 from handoff.core.identity import Credential
 from handoff.core.names import service_name_problem
-from handoff.core.services_sql import (
-    CREATE_SERVICE_ROLE,
-    DELETE_SERVICE,
-    DISABLE_ROLE_LOGIN,
-    DROP_SERVICE_ROLE,
-    END_UI_SESSIONS,
-    FIND_ACTIVE_CREDENTIAL,
-    FIND_SERVICE,
-    INSERT_SERVICE,
-    JOIN_SERVICE_ROLE,
-    LIST_SERVICES,
-    LOCK_SERVICE_EXCLUSIVE,
-    LOCK_SERVICE_ROW,
-    OWNED_DOCUMENTS,
-    REVOKE_SERVICE,
-    ROTATE_SECRET,
-    SET_ROLE_PASSWORD,
-    TERMINATE_SESSIONS,
-)
 
 Conn = psycopg.Connection[Any]
 
@@ -79,8 +61,8 @@ def _verifier(conn: Conn, credential: Credential) -> sql.Literal:
 
 def _end_sessions(conn: Conn, role: str) -> int:
     with conn.transaction(), translated(sent=False):
-        conn.execute(JOIN_SERVICE_ROLE.format(role=sql.Identifier(role)))
-        row = conn.execute(TERMINATE_SESSIONS, {"role": role}).fetchone()
+        conn.execute(q.JOIN_SERVICE_ROLE.format(role=sql.Identifier(role)))
+        row = conn.execute(q.TERMINATE_SESSIONS, {"role": role}).fetchone()
     return int(row[0]) if row else 0
 
 
@@ -95,15 +77,15 @@ def add_service(
     key = _check_names(name, tenant)
     credential = Credential.new()
     with conn.transaction(), translated(sent=False):
-        if conn.execute(FIND_SERVICE, key).fetchone():
+        if conn.execute(q.FIND_SERVICE, key).fetchone():
             raise ServiceExists(f"service {name!r} already exists in tenant {tenant!r}")
         conn.execute(
-            CREATE_SERVICE_ROLE.format(
+            q.CREATE_SERVICE_ROLE.format(
                 role=sql.Identifier(credential.role), verifier=_verifier(conn, credential)
             )
         )
         conn.execute(
-            INSERT_SERVICE,
+            q.INSERT_SERVICE,
             {
                 **key,
                 "can_create": can_create,
@@ -119,14 +101,14 @@ def list_services(conn: Conn, tenant: str | None = None) -> list[ServiceInfo]:
     if tenant is not None:
         _check_name("tenant", tenant)
     with translated(sent=False), conn.cursor(row_factory=class_row(ServiceInfo)) as cur:
-        return cur.execute(LIST_SERVICES, {"tenant": tenant}).fetchall()
+        return cur.execute(q.LIST_SERVICES, {"tenant": tenant}).fetchall()
 
 
 def has_credential(conn: Conn, credential: Credential, tenant: str) -> bool:
     """Whether ``credential`` is the current, unrevoked credential of a service of ``tenant``."""
     with translated(sent=False):
         row = conn.execute(
-            FIND_ACTIVE_CREDENTIAL,
+            q.FIND_ACTIVE_CREDENTIAL,
             {"role": credential.role, "secret_hash": credential.secret_hash},
         ).fetchone()
     return row is not None and row[0] == tenant
@@ -139,14 +121,14 @@ def rotate_service(conn: Conn, name: str, *, tenant: str = "default") -> Credent
     """
     key = _check_names(name, tenant)
     with conn.transaction(), translated(sent=False):
-        row = conn.execute(FIND_SERVICE, key).fetchone()
+        row = conn.execute(q.FIND_SERVICE, key).fetchone()
         if row is None:
             raise ServiceNotFound(f"no service {name!r} in tenant {tenant!r}")
         credential = Credential(row[3], Credential.new().secret)
-        conn.execute(ROTATE_SECRET, {**key, "secret_hash": credential.secret_hash})
-        conn.execute(END_UI_SESSIONS, key)  # the web UI's too (they would fail anyway)
+        conn.execute(q.ROTATE_SECRET, {**key, "secret_hash": credential.secret_hash})
+        conn.execute(q.END_UI_SESSIONS, key)  # the web UI's too (they would fail anyway)
         conn.execute(
-            SET_ROLE_PASSWORD.format(
+            q.SET_ROLE_PASSWORD.format(
                 role=sql.Identifier(credential.role), verifier=_verifier(conn, credential)
             )
         )
@@ -164,11 +146,11 @@ def revoke_service(conn: Conn, name: str, *, tenant: str = "default") -> int:
     """
     key = _check_names(name, tenant)
     with conn.transaction(), translated(sent=False):
-        row = conn.execute(REVOKE_SERVICE, key).fetchone()
+        row = conn.execute(q.REVOKE_SERVICE, key).fetchone()
         if row is None:
             raise ServiceNotFound(f"no service {name!r} in tenant {tenant!r}")
-        conn.execute(DISABLE_ROLE_LOGIN.format(role=sql.Identifier(row[0])))
-        conn.execute(END_UI_SESSIONS, key)
+        conn.execute(q.DISABLE_ROLE_LOGIN.format(role=sql.Identifier(row[0])))
+        conn.execute(q.END_UI_SESSIONS, key)
     # After the commit (see rotate). Sessions that stay open are refused
     # anyway: the emit and read functions check revoked_at on every call.
     return _end_sessions(conn, row[0])
@@ -178,19 +160,19 @@ def remove_service(conn: Conn, name: str, *, tenant: str = "default") -> None:
     """Unregister a service that owns no documents; its credential stops working at once."""
     key = _check_names(name, tenant)
     with conn.transaction(), translated(sent=False):
-        conn.execute(LOCK_SERVICE_EXCLUSIVE, key)
-        row = conn.execute(LOCK_SERVICE_ROW, key).fetchone()
+        conn.execute(q.LOCK_SERVICE_EXCLUSIVE, key)
+        row = conn.execute(q.LOCK_SERVICE_ROW, key).fetchone()
         if row is None:
             raise ServiceNotFound(f"no service {name!r} in tenant {tenant!r}")
-        owned = conn.execute(OWNED_DOCUMENTS, key).fetchone()
+        owned = conn.execute(q.OWNED_DOCUMENTS, key).fetchone()
         if owned and owned[0]:
             raise ServiceInUse(
                 f"service {name!r} still owns {owned[0]} document(s) in tenant {tenant!r}; "
                 "hand them on or finish them first (revoke stops its credential meanwhile)"
             )
-        conn.execute(DELETE_SERVICE, key)
+        conn.execute(q.DELETE_SERVICE, key)
         # Before the commit, while the role still exists to be signalled. A
         # session that logs in again meanwhile finds no service at its next
         # call, and any assignment to it waits on the lock, then is refused.
         _end_sessions(conn, row[0])
-        conn.execute(DROP_SERVICE_ROLE.format(role=sql.Identifier(row[0])))
+        conn.execute(q.DROP_SERVICE_ROLE.format(role=sql.Identifier(row[0])))

@@ -17,19 +17,11 @@ the unit that is retried, not the statement: ``transact(conn, work)`` runs
 of ``core/retry.py``. ``work`` must therefore do nothing outside the
 database that it would regret doing twice.
 
-On an autocommit connection the unit sends BEGIN and COMMIT itself, each
-in one simple-protocol message with its neighbours (parameters bound by
-the client): BEGIN with the unit's first statement, COMMIT with its
-deferred writes. A unit that reads one statement's result (a consumer's
-verdict-first guard) is then two round trips and little client work, one
-that only writes (a consumer's claimed unit) one; psycopg's pipeline mode,
-used before, cost three round trips (the pipeline's own closing Sync) and
-0.4 ms of client CPU a unit against 0.25 ms (measured, guard + one row +
-commit). Statements a
-handler runs after the first use the extended protocol, prepared as usual.
+How the statements travel (writes deferred and batched, BEGIN and COMMIT
+sent with their neighbours, client-side binding) is ``core/wire.py``'s.
 
 Isolation is READ COMMITTED, PostgreSQL's default: the emit function's
-checks are conditions of its UPDATE (see migration 0001), and a consumer's
+checks are conditions of its UPDATE (handoff/sql/contract.sql), and a consumer's
 guard is a primary key, so no unit needs a stronger level to be correct.
 """
 
@@ -39,17 +31,14 @@ import enum
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from datetime import UTC, datetime
-from functools import lru_cache
 from typing import Any, LiteralString, Protocol, TypeVar
 
-import orjson
 import psycopg
-from psycopg import pq, sql
-from psycopg.types.json import Jsonb
+from psycopg import pq
 
 from handoff.core import effects
 from handoff.core.calls import Calls
-from handoff.core.db import translated
+from handoff.core.db import raise_if_lost, translated
 from handoff.core.emitter import Request, emit_with
 from handoff.core.errors import (
     ConfigurationError,
@@ -62,9 +51,9 @@ from handoff.core.models import (
     Rejection,
 )
 from handoff.core.retry import CONFLICTS, RetryPolicy
+from handoff.core.wire import Wire
 
 T = TypeVar("T")
-Statement = tuple[str, Any]  # a query and its parameters
 
 
 class TxStatus(enum.Enum):
@@ -82,13 +71,33 @@ class Capabilities(Protocol):
         """Record, in ``tx``, that ``event_id`` asked for ``capability`` and was refused."""
 
 
+class Handled(Protocol):
+    """The event a handler was given (``consumers.Event``), as ``hand_on`` reads it."""
+
+    @property
+    def event_id(self) -> str: ...
+
+    @property
+    def document_id(self) -> str: ...
+
+    @property
+    def run_id(self) -> int: ...
+
+    @property
+    def version(self) -> int: ...
+
+    @property
+    def correlation_id(self) -> str | None: ...
+
+    def next_event_id(self, step: str) -> str: ...
+
+
 class HandoffTx(Calls[Receipt | Rejection]):
     """One open unit on a connection logged in as a service's own role."""
 
     def __init__(self, conn: psycopg.Connection[Any]) -> None:
         self.conn = conn
-        # False until BEGIN is sent, on an autocommit connection (see above).
-        self._begun = not conn.autocommit
+        self._wire = Wire(conn)
         # None: every effect and workflow start this consumer declares. A
         # replay sets the manifest's list: anything else is recorded as
         # skipped and never reaches an executor.
@@ -96,8 +105,6 @@ class HandoffTx(Calls[Receipt | Rejection]):
         self.status = TxStatus.ACTIVE
         self.receipts: list[Receipt] = []
         self.rejections: list[Rejection] = []
-        # Deferred writes in program order: (statement, rows) or ((table, columns), rows).
-        self._writes: list[tuple[LiteralString | tuple[str, tuple[str, ...]], list[Any]]] = []
 
     def _active(self) -> None:
         if self.status is not TxStatus.ACTIVE:
@@ -106,69 +113,17 @@ class HandoffTx(Calls[Receipt | Rejection]):
     def execute(self, query: LiteralString, params: Any = None) -> psycopg.Cursor[Any]:
         """Run a statement of the caller's own (a local effect) in this unit, now."""
         self._active()
-        if self._begun:
-            self._flush()
-        return self._now(query, params)
-
-    def _now(self, query: LiteralString, params: Any) -> psycopg.Cursor[Any]:
-        """``query`` now, the deferred writes left for later; before BEGIN, one message
-        with BEGIN and them."""
-        if not self._begun:
-            return self._simple(["BEGIN", *self._mogrified(), (query, params)])
-        with translated():
-            return self.conn.execute(query, params)
-
-    def _begin(self) -> None:
-        """BEGIN now (with the deferred writes), for a call that uses the connection itself."""
-        if not self._begun:
-            self._simple(["BEGIN", *self._mogrified()])
-
-    def flush(self) -> None:
-        """Send the deferred writes now (with BEGIN, if the unit sends its own)."""
-        self._active()
-        if self._begun:
-            self._flush()
-        else:
-            self._begin()
-
-    def _mogrified(self) -> list[Statement]:
-        """The deferred writes, as (query, params) to bind; none left deferred."""
-        writes, self._writes = self._writes, []
-        statements: list[Statement] = []
-        for what, rows in writes:
-            if isinstance(what, tuple):
-                statements.append((_insert_rows_sql(*what), (_rows_json(what[1], rows),)))
-            else:
-                statements.extend((what, row) for row in rows)
-        return statements
-
-    def _simple(self, statements: list[str | Statement]) -> psycopg.Cursor[Any]:
-        """``statements`` (text, or (query, params) bound here) in one message.
-
-        Answers the cursor on the last statement's result.
-        """
-        cur: psycopg.ClientCursor[Any] = psycopg.ClientCursor(self.conn)
-        text = "; ".join(s if isinstance(s, str) else cur.mogrify(*s) for s in statements)
-        with translated():
-            cur.execute(text.encode())  # composed above, values bound by mogrify
-        self._begun = True
-        while cur.nextset():
-            pass
-        return cur
+        return self._wire.execute(query, params)
 
     def write(self, query: LiteralString, params: Any) -> None:
         """A write whose result is not needed: sent with the unit's other writes.
 
-        Writes of the same statement are sent together (``executemany``,
-        one round trip) before the next ``execute`` or the commit, so a read
-        of the caller's own still sees them. A consumer batch of N events
-        whose handlers each write one row costs one round trip, not N.
+        Writes of the same statement are sent together (``executemany``, one
+        round trip) before the next ``execute`` or the commit, so a read of the
+        caller's own still sees them.
         """
         self._active()
-        if self._writes and self._writes[-1][0] == query:
-            self._writes[-1][1].append(params)
-        else:
-            self._writes.append((query, [params]))
+        self._wire.write(query, params)
 
     def append(self, table: str, columns: tuple[str, ...], row: tuple[Any, ...]) -> None:
         """Add a row to ``table`` (``schema.table``), sent with the unit's other appends.
@@ -179,25 +134,12 @@ class HandoffTx(Calls[Receipt | Rejection]):
         serialisable (datetimes are; bytes are not: use ``write`` for those).
         """
         self._active()
-        key = (table, columns)
-        if self._writes and self._writes[-1][0] == key:
-            self._writes[-1][1].append(row)
-        else:
-            self._writes.append((key, [row]))
+        self._wire.append(table, columns, row)
 
-    def _flush(self) -> None:
-        writes, self._writes = self._writes, []
-        with translated():
-            for what, rows in writes:
-                if isinstance(what, tuple):
-                    self._insert_rows(*what, rows)
-                    continue
-                with self.conn.cursor() as cur:
-                    cur.executemany(what, rows)
-
-    def _insert_rows(self, table: str, columns: tuple[str, ...], rows: list[Any]) -> None:
-        # One statement, so it goes in one message with the commit (COPY cannot).
-        self.conn.execute(_insert_rows_sql(table, columns), (_rows_json(columns, rows),))
+    def flush(self) -> None:
+        """Send the deferred writes now (with BEGIN, if the unit sends its own)."""
+        self._active()
+        self._wire.flush()
 
     def _send(self, request: Request, document_id: str | None = None) -> Receipt | Rejection:
         self._active()
@@ -206,12 +148,46 @@ class HandoffTx(Calls[Receipt | Rejection]):
         # after it; they still go before the commit.
         # Before BEGIN: BEGIN, the deferred writes (a consumer's claim) and the
         # emit go in one message.
-        result = emit_with(self._now, request, document_id)
+        result = emit_with(self._wire.now, request, document_id)
         if isinstance(result, Receipt):
             self.receipts.append(result)
         else:
             self.rejections.append(result)
         return result
+
+    def hand_on(
+        self,
+        event: Handled,
+        event_type: str,
+        *,
+        to: str | None,
+        status: str,
+        step: str | None = None,
+        due_at: datetime | None = None,
+        data: dict[str, Any] | None = None,
+    ) -> Receipt | Rejection:
+        """Move ``event``'s document on from the version it announced: to ``to``, or
+        finished when ``to`` is None (with a terminal ``status``).
+
+        What the runtime knows is filled in, as eventsourcing's ``collect_events``
+        does: the event id (stable across redeliveries: from ``event`` and
+        ``step``, the event type unless given), the document, run and expected
+        version, the correlation (kept) and the causation (``event``). ``emit``
+        stays for the general case.
+        """
+        return self.emit(
+            event_id=event.next_event_id(step or event_type),
+            event_type=event_type,
+            document_id=event.document_id,
+            run_id=event.run_id,
+            next_owner=to,
+            status=status,
+            expected_version=event.version,
+            due_at=due_at,
+            data=data,
+            correlation_id=event.correlation_id,
+            causation_id=event.event_id,
+        )
 
     def intend(
         self,
@@ -232,12 +208,8 @@ class HandoffTx(Calls[Receipt | Rejection]):
         invoice and run): a second event asking for it gets the first intent
         back (``created`` False) and authorises nothing new.
         """
-        self._active()
-        if self.capabilities is not None and not self.capabilities.allows(effect):
-            self.capabilities.skipped(self, event_id, effect)
+        if self._refused(event_id, effect):
             return effects.Intent(0, "", "skipped", False, event_id, business_key)
-        # No flush, as for emit: the function reads only Handoff's tables.
-        self._begin()
         return effects.intend(
             self.conn,
             event_id=event_id,
@@ -259,12 +231,8 @@ class HandoffTx(Calls[Receipt | Rejection]):
         input: dict[str, Any],
     ) -> effects.WorkflowRun:
         """Start a workflow run named ``execution_name``, or find the one started before."""
-        self._active()
-        capability = f"workflow:{workflow}"
-        if self.capabilities is not None and not self.capabilities.allows(capability):
-            self.capabilities.skipped(self, event_id, capability)
+        if self._refused(event_id, f"workflow:{workflow}"):
             return effects.WorkflowRun(execution_name, datetime.now(UTC), False)
-        self._begin()
         return effects.start_workflow(
             self.conn,
             workflow=workflow,
@@ -275,6 +243,17 @@ class HandoffTx(Calls[Receipt | Rejection]):
             input=input,
         )
 
+    def _refused(self, event_id: str, capability: str) -> bool:
+        """True, and recorded as skipped, when a replay's manifest does not list
+        ``capability``; else the unit is begun for the ledger's function."""
+        self._active()
+        if self.capabilities is not None and not self.capabilities.allows(capability):
+            self.capabilities.skipped(self, event_id, capability)
+            return True
+        # No flush, as for emit: the ledger's functions read only Handoff's tables.
+        self._wire.begin()
+        return False
+
     def commit(self) -> None:
         """Commit now. A lost connection here means the outcome is unknown."""
         self._active()
@@ -284,43 +263,15 @@ class HandoffTx(Calls[Receipt | Rejection]):
             raise UnitRolledBack(
                 "a statement of this unit failed and the unit went on; nothing of it was kept"
             )
-        if self.conn.autocommit:
-            writes = self._mogrified()
-            if self._begun or writes:  # else nothing was sent: nothing to commit
-                self._simple([*([] if self._begun else ["BEGIN"]), *writes, "COMMIT"])
-        else:
-            self._flush()
-            with translated():
-                self.conn.commit()
+        self._wire.commit()
         self.status = TxStatus.COMMITTED
 
     def rollback(self) -> None:
-        self._writes = []
+        self._wire.discard()
         if self.status is TxStatus.ACTIVE:
             self.status = TxStatus.ROLLED_BACK
             if not self.conn.closed:
                 self.conn.rollback()
-
-
-@lru_cache(maxsize=256)
-def _insert_rows_sql(table: str, columns: tuple[str, ...]) -> str:
-    """Composed once per table and columns: a consumer appends on its hot path."""
-    name = sql.Identifier(*table.split("."))
-    cols = sql.SQL(", ").join(map(sql.Identifier, columns))
-    return (
-        sql.SQL("INSERT INTO {t} ({c}) SELECT {c} FROM jsonb_populate_recordset(NULL::{t}, %s)")
-        .format(t=name, c=cols)
-        .as_string()
-    )
-
-
-def _rows_json(columns: tuple[str, ...], rows: list[Any]) -> Jsonb:
-    return Jsonb([dict(zip(columns, row, strict=True)) for row in rows], json_text)
-
-
-def json_text(value: Any) -> str:
-    """orjson's JSON as text, for ``Jsonb(value, json_text)`` (the stdlib's is slower)."""
-    return orjson.dumps(value).decode()
 
 
 @contextmanager
@@ -362,4 +313,12 @@ def transact(
                 tx.commit()
             return result
 
-    return policy.run(once, retry_on=(TransientConflict,))
+    try:
+        return policy.run(once, retry_on=(TransientConflict,))
+    except DatabaseUnavailable:
+        raise
+    except Exception as exc:
+        # Whatever the unit met, a broken session is the database's failure, not the
+        # work's: the caller reconnects and takes the work again.
+        raise_if_lost(conn, exc)
+        raise

@@ -35,7 +35,7 @@ from handoff.operate import audit_sql
 PAGE = 10_000
 
 
-def _micros(value: Any) -> datetime | None:
+def _instant(value: Any) -> datetime | None:
     return None if value is None else from_micros(int(value))
 
 
@@ -82,9 +82,9 @@ def _rows(items: list[dict[str, Any]], found: Imported) -> dict[str, list[dict[s
                     "owner_before": e.get("previousOwner"),
                     "owner_after": e.get("owner"),
                     "status": e["status"],
-                    "accepted_at": _micros(e["occurredAt"]),
-                    "assigned_at": _micros(e.get("assignedAt")),
-                    "due_at": _micros(e.get("dueAt")),
+                    "accepted_at": _instant(e["occurredAt"]),
+                    "assigned_at": _instant(e.get("assignedAt")),
+                    "due_at": _instant(e.get("dueAt")),
                     "data": Jsonb(e.get("data") or {}),
                     "correlation_id": e.get("correlationId"),
                     "causation_id": e.get("causationId"),

@@ -30,9 +30,10 @@ import orjson
 
 from handoff.core.errors import ConfigurationError, Unavailable
 from handoff.core.events import encode, to_record
+from handoff.core.kafka import ensure_topics, producer
 from handoff.core.settings import HandoffSettings
 from handoff.dynamo.items import plain
-from handoff.relay.kafka_io import ensure_topics, headers, producer, register_schemas
+from handoff.relay.kafka_io import headers, register_schemas
 
 log = logging.getLogger("handoff.dynamo")
 

@@ -51,16 +51,7 @@ def payments_app(
 
     @app.handler("created", where={"status": "placed"})
     def charge(event: Event, tx: HandoffTx) -> None:
-        moved = tx.emit(
-            event_id=event.next_event_id("charge"),
-            event_type="charging",
-            document_id=event.document_id,
-            run_id=event.run_id,
-            next_owner=PAYMENTS,
-            status="charging",
-            expected_version=event.version,
-            causation_id=event.event_id,
-        )
+        moved = tx.hand_on(event, "charging", to=PAYMENTS, status="charging", step="charge")
         if isinstance(moved, Rejection):
             return  # the runtime raises the refusal: an invalid transition
         pay.intend(

@@ -29,10 +29,10 @@ from handoff.consumers.executor import Executor
 from handoff.consumers.providers import SandboxPayments
 from handoff.consumers.settings import ConsumerSettings, EffectSettings
 from handoff.consumers.units import Item, Processor
+from handoff.core import outbox_sql
 from handoff.core.client import HandoffClient
 from handoff.core.events import encode, to_record
 from handoff.core.identity import Credential
-from handoff.core.outbox_sql import EVENT_PAYLOAD
 from handoff.core.services import add_service
 from handoff.core.settings import HandoffSettings
 from handoff.core.tx import transact
@@ -121,7 +121,7 @@ class Rehearsal:
     def payload(self, event_id: str) -> dict[str, Any]:
         """The outbox envelope of an accepted event of the scratch tenant."""
         row = self.admin.execute(
-            EVENT_PAYLOAD, {"tenant": self.tenant, "event_id": event_id}
+            outbox_sql.EVENT_PAYLOAD, {"tenant": self.tenant, "event_id": event_id}
         ).fetchone()
         assert row is not None, f"no accepted event {event_id}"
         return dict(row[0])

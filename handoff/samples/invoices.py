@@ -23,6 +23,7 @@ import uuid
 from handoff.consumers import Consumer, Event, Outcome
 from handoff.consumers.providers import SandboxPayments
 from handoff.core import HandoffTx
+from handoff.core.models import Rejection
 
 SENIOR_FROM = 10_000  # EUR: senior review
 AUTO_APPROVE_BELOW = 1_000  # EUR: approved without a person
@@ -39,32 +40,15 @@ routing = Consumer("routing")
 @routing.handler("created")
 def route(event: Event, tx: HandoffTx) -> None:
     reviewer = "senior-review" if _amount(event) >= SENIOR_FROM else "review"
-    tx.emit(
-        event_id=event.next_event_id("route"),
-        event_type="routed",
-        document_id=event.document_id,
-        run_id=event.run_id,
-        next_owner=reviewer,
-        status="waiting for review",
-        expected_version=event.version,
-        due_at=event.due_at,
-        causation_id=event.event_id,
-    )
+    tx.hand_on(event, "routed", to=reviewer, status="waiting for review", step="route",
+               due_at=event.due_at)  # fmt: skip
 
 
 def _triage(event: Event, tx: HandoffTx) -> None:
     if _amount(event) >= AUTO_APPROVE_BELOW:
         return  # a person decides (the tracker's review page, or the client)
-    tx.emit(
-        event_id=event.next_event_id("auto-approve"),
-        event_type="approved",
-        document_id=event.document_id,
-        run_id=event.run_id,
-        next_owner="finalization",
-        status="waiting for payment",
-        expected_version=event.version,
-        causation_id=event.event_id,
-    )
+    tx.hand_on(event, "approved", to="finalization", status="waiting for payment",
+               step="auto-approve")  # fmt: skip
 
 
 review = Consumer("review")
@@ -81,17 +65,8 @@ pay = finalization.effect(
 
 @finalization.handler("approved")
 def finalize(event: Event, tx: HandoffTx) -> None:
-    paying = tx.emit(
-        event_id=event.next_event_id("pay"),
-        event_type="paying",
-        document_id=event.document_id,
-        run_id=event.run_id,
-        next_owner="finalization",
-        status="paying",
-        expected_version=event.version,
-        causation_id=event.event_id,
-    )
-    if not hasattr(paying, "version"):
+    paying = tx.hand_on(event, "paying", to="finalization", status="paying", step="pay")
+    if isinstance(paying, Rejection):
         return  # refused: the runtime fails the unit as an invalid transition
     pay.intend(
         tx,

@@ -20,7 +20,7 @@ import threading
 from dataclasses import dataclass
 from typing import Any
 
-from handoff.core.errors import InvalidFault
+from handoff.sandbox.errors import InvalidFault
 
 KINDS = ("drop", "delay", "error", "decline", "lookup_error", "refuse")
 ON_PAYMENT = ("drop", "delay", "error", "decline")

@@ -30,7 +30,7 @@ from urllib.parse import parse_qs, unquote, urlsplit
 
 import orjson
 
-from handoff.core.errors import SandboxRefusal
+from handoff.sandbox.errors import SandboxRefusal
 from handoff.sandbox.faults import ON_PAYMENT, Fault, Faults, from_header, parse
 from handoff.sandbox.store import Store, fingerprint
 

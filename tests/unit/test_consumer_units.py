@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
+from handoff.cli.bootstrap import load_app
 from handoff.consumers import Consumer
 from handoff.consumers.event import Position, fingerprint, from_record
 from handoff.consumers.failures import Category, HeldBack, classify
@@ -17,7 +18,6 @@ from handoff.consumers.settings import ConsumerSettings
 from handoff.core import errors
 from handoff.core.names import id_problem
 from handoff.core.retry import RetryPolicy
-from handoff.stack.cli_consumers import load_app
 
 
 def test_retry_policy_stops_at_its_attempts_with_full_jitter_waits() -> None:
@@ -118,7 +118,7 @@ def test_handlers_are_registered_as_data_one_per_event_type() -> None:
     assert app.event_types == ["created", "routed"]
     assert (app.handlers["routed"].name, app.handlers["routed"].version) == ("review", "3")
     assert app.handlers["created"].name == "first-look"
-    with pytest.raises(errors.HandlerMissing, match="already has a handler for routed"):
+    with pytest.raises(errors.DuplicateHandler, match="already has a handler for routed"):
         app.add_handler("routed", review)
     with pytest.raises(errors.ConfigurationError, match="event type"):
         app.add_handler("bad type", review)

@@ -8,7 +8,8 @@ import pytest
 
 from handoff.consumers.app import Consumer, Handler
 from handoff.consumers.providers import SandboxPayments
-from handoff.core.errors import ConfigurationError, InvalidFault
+from handoff.core.errors import ConfigurationError
+from handoff.sandbox.errors import InvalidFault
 from handoff.sandbox.faults import Faults, from_header, parse
 
 

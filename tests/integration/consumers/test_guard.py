@@ -12,13 +12,13 @@ from psycopg.conninfo import make_conninfo
 from psycopg.types.json import Jsonb
 
 from handoff.core import HandoffClient, handoff_tx
+from handoff.core import guards_sql as guards
 from handoff.core.errors import (
     ConfigurationError,
     InvalidRequest,
     TransientConflict,
     UnitRolledBack,
 )
-from handoff.core.guards_sql import BEGIN
 from handoff.core.identity import Credential
 from handoff.core.settings import HandoffSettings
 
@@ -42,7 +42,7 @@ def _params(event_id: str, fingerprint: str = "aa") -> dict[str, Any]:
 
 
 def _begin(conn: psycopg.Connection[Any], event_id: str, fingerprint: str = "aa") -> str:
-    row = conn.execute(BEGIN, _params(event_id, fingerprint)).fetchone()
+    row = conn.execute(guards.VERDICTS, _params(event_id, fingerprint)).fetchone()
     assert row is not None
     return str(row[0])
 
@@ -114,7 +114,7 @@ def test_a_lock_timeout_is_a_transient_conflict_never_a_duplicate(
     second.execute("SET lock_timeout = '200ms'")
     second.commit()
     with handoff_tx(second) as tx, pytest.raises(TransientConflict):
-        tx.execute(BEGIN, _params("g-1"))
+        tx.execute(guards.VERDICTS, _params("g-1"))
     first.rollback()
 
 

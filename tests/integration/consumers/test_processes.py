@@ -21,7 +21,7 @@ import pytest
 
 from handoff.core import HandoffClient
 from handoff.core.identity import Credential
-from handoff.core.kafka_logs import UNREACHABLE
+from handoff.core.kafka import UNREACHABLE
 from handoff.stack.local import LocalStack
 from handoff.stack.procs import wait_until
 from tests.fix_consumer import Consumers, Wire, effects, quarantined, wait_effects
@@ -145,7 +145,7 @@ def test_kill_9_between_the_database_commit_and_the_offset_commit_is_absorbed_by
     _create(creator, 120)
     relays.run_once()
     doomed = consumers.start(
-        "review", review, "--batch-size", "40", HANDOFF_CONSUMER_FAULT_KILL_AFTER_COMMIT="true"
+        "review", review, "--batch-size", "40", TEST_CONSUMER_KILL_AFTER_COMMIT="1"
     )
     assert doomed.wait(60) == -signal.SIGKILL
     committed = len(effects(admin, tenant))
@@ -190,7 +190,7 @@ def test_lanes_keep_each_documents_order_and_survive_kill_9(
 
 def _cli(*args: str, home: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "handoff.stack", *args],
+        [sys.executable, "-m", "handoff.cli", *args],
         env={**os.environ, "HANDOFF_HOME": home},
         capture_output=True,
         text=True,

@@ -89,7 +89,7 @@ def test_a_tenant_is_exported_read_alike_and_carried_on(
     assert twin.document(t, "inv-0001") is not None and twin.document(t, "inv-0230") is None
     # Resumed by the command itself.
     done = subprocess.run(
-        [sys.executable, "-m", "handoff.stack", "export", "dynamodb", "--table", table,
+        [sys.executable, "-m", "handoff.cli", "export", "dynamodb", "--table", table,
          "--tenant", t],
         capture_output=True, text=True, timeout=600, check=False,
         env={**os.environ, "HANDOFF_DYNAMODB_URL": dynamo_url},

@@ -104,7 +104,7 @@ def test_a_generated_table_is_ported_verified_and_resumable(
     assert 0 < part < DOCUMENTS
     # Resumed by the command itself, from where each segment got to.
     done = subprocess.run(
-        [sys.executable, "-m", "handoff.stack", "import", "dynamodb", "--table", table,
+        [sys.executable, "-m", "handoff.cli", "import", "dynamodb", "--table", table,
          "--segments", "4"],
         capture_output=True, text=True, timeout=max(900, DOCUMENTS // 30), check=False,
         env={**os.environ, "HANDOFF_DYNAMODB_URL": dynamo_url},

@@ -17,10 +17,11 @@ import psycopg
 import pytest
 from confluent_kafka import Producer
 
+from handoff.core.kafka import ensure_topics
 from handoff.core.settings import HandoffSettings
 from handoff.rehearsal.orders import PAYMENTS
 from handoff.rehearsal.rows import Rehearsal
-from handoff.relay.kafka_io import ensure_topics, headers
+from handoff.relay.kafka_io import headers
 from handoff.stack.local import LocalStack
 from handoff.stack.procs import wait_until
 from tests.fix_effects import SandboxProcess, env_for
@@ -45,7 +46,7 @@ class Procs:
         log = self.logs / f"effects-{len(self.procs)}.log"
         with log.open("ab") as out:
             proc = subprocess.Popen(
-                [sys.executable, "-m", "handoff.stack", *args],
+                [sys.executable, "-m", "handoff.cli", *args],
                 env={**self.env, **env},
                 cwd=ROOT,
                 stdout=out,
@@ -91,7 +92,7 @@ def test_a_killed_executors_claim_is_recovered_after_its_lease_with_one_charge(
     assert rehearsal.processor().run_one(rehearsal.item(payload)) == "apply"
     lease = {"HANDOFF_EFFECTS_LEASE_S": "2"}
     hung = procs.start("effects", "run", "tests.effect_apps:app",
-                       HANDOFF_EFFECTS_FAULT_HANG_AFTER_SUBMIT="1", **lease)  # fmt: skip
+                       TEST_EFFECTS_HANG_AFTER_SUBMIT="1", **lease)  # fmt: skip
     assert wait_until(lambda: len(sandbox.payments(doc)) == 1, 30), procs.log(0)
     assert _state(rehearsal, doc) == ("submitted", "none")
     hung.kill()  # kill -9 between the provider's answer and its record

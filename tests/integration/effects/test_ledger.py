@@ -19,7 +19,7 @@ from handoff.consumers.executor import Executor
 from handoff.consumers.providers import Answer, SandboxPayments
 from handoff.consumers.settings import EffectSettings
 from handoff.core import HandoffClient, handoff_tx
-from handoff.core.effects_sql import CLAIM, RECORD, SUBMITTING
+from handoff.core import effects_sql as ledger
 from handoff.core.errors import InvalidRequest, NotPermitted
 from handoff.core.settings import HandoffSettings
 from handoff.core.tx import transact
@@ -113,7 +113,7 @@ def test_an_executor_claims_only_its_own_consumers_intents(rehearsal: Rehearsal)
     with handoff_tx(other) as tx:
         assert (
             tx.execute(
-                CLAIM, {"worker": "x", "lease_s": 5, "limit": 100, "submit": True}
+                ledger.CLAIM, {"worker": "x", "lease_s": 5, "limit": 100, "submit": True}
             ).fetchall()
             == []
         )
@@ -128,21 +128,21 @@ def test_a_lease_taken_over_fences_the_late_executor(
     [claimed] = transact(
         late,
         lambda tx: tx.execute(
-            CLAIM, {"worker": "late", "lease_s": 0.2, "limit": 1, "submit": False}
+            ledger.CLAIM, {"worker": "late", "lease_s": 0.2, "limit": 1, "submit": False}
         ).fetchall(),
     )
     intent_id, claim = claimed[0], claimed[7]
     time.sleep(0.3)  # the late executor stalls past its lease
     assert rehearsal.executor().drain() == 1
     stale_submit = transact(
-        late, lambda tx: tx.execute(SUBMITTING, {"id": intent_id, "claim": claim}).fetchone()
+        late, lambda tx: tx.execute(ledger.SUBMITTING, {"id": intent_id, "claim": claim}).fetchone()
     )
     record = {
         "id": intent_id, "claim": claim, "state": "failed", "reconciliation": None,
         "provider_ref": None, "outcome": None, "error": "late", "retry_in_s": 0,
         "lookup_failed": False, "detail": None,
     }  # fmt: skip
-    stale_record = transact(late, lambda tx: tx.execute(RECORD, record).fetchone())
+    stale_record = transact(late, lambda tx: tx.execute(ledger.RECORD, record).fetchone())
     assert stale_submit == (False,) and stale_record == (False,)
     ev = rehearsal.evidence(doc)
     assert ev["intents"][0]["state"] == "succeeded" and len(ev["provider_records"]) == 1
@@ -185,7 +185,7 @@ def test_with_a_fake_provider_no_call_happens_inside_an_open_transaction(
 
 def _cli(settings: HandoffSettings, *args: str) -> subprocess.CompletedProcess[bytes]:
     return subprocess.run(
-        [sys.executable, "-m", "handoff.stack", *args],
+        [sys.executable, "-m", "handoff.cli", *args],
         capture_output=True,
         env=env_for(settings),
         timeout=60,

@@ -93,7 +93,7 @@ def test_handoff_rehearse_prints_the_table_and_exits_zero(
     migrated: HandoffSettings, sandbox: SandboxProcess
 ) -> None:
     done = subprocess.run(
-        [sys.executable, "-m", "handoff.stack", "rehearse", "--provider-url", sandbox.url],
+        [sys.executable, "-m", "handoff.cli", "rehearse", "--provider-url", sandbox.url],
         capture_output=True,
         env=env_for(migrated),
         timeout=300,
@@ -115,7 +115,7 @@ def test_handoff_rehearse_without_a_provider_says_how_to_start_one(
     migrated: HandoffSettings,
 ) -> None:
     done = subprocess.run(
-        [sys.executable, "-m", "handoff.stack", "rehearse", "--provider-url", "http://127.0.0.1:9"],
+        [sys.executable, "-m", "handoff.cli", "rehearse", "--provider-url", "http://127.0.0.1:9"],
         capture_output=True,
         env=env_for(migrated),
         timeout=60,

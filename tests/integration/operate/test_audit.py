@@ -28,7 +28,7 @@ from tests.fix_effects import SandboxProcess
 
 def _audit(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "handoff.stack", "audit", *args],
+        [sys.executable, "-m", "handoff.cli", "audit", *args],
         capture_output=True, text=True, timeout=120, check=False, env=os.environ.copy(),
     )  # fmt: skip
 
@@ -192,7 +192,7 @@ def test_periodic_audits_export_breaches_as_metrics(
                   (story,))  # fmt: skip
     port = pick_port(19410, set())
     proc = subprocess.Popen(
-        [sys.executable, "-m", "handoff.stack", "audit", "--tenant", story, "--every", "1",
+        [sys.executable, "-m", "handoff.cli", "audit", "--tenant", story, "--every", "1",
          "--metrics-port", str(port)],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )  # fmt: skip

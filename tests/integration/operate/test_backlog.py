@@ -24,7 +24,7 @@ from tests.fix_contract import ServiceFactory
 
 def _backlog(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "handoff.stack", "backlog", *args],
+        [sys.executable, "-m", "handoff.cli", "backlog", *args],
         capture_output=True, text=True, timeout=240, check=False, env={**os.environ, **env},
     )  # fmt: skip
 

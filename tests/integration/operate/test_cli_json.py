@@ -18,7 +18,7 @@ from tests.fix_contract import ServiceFactory
 
 def _json(*args: str) -> Any:
     done = subprocess.run(
-        [sys.executable, "-m", "handoff.stack", *args, "--json"],
+        [sys.executable, "-m", "handoff.cli", *args, "--json"],
         capture_output=True, text=True, timeout=120, check=False, env=os.environ.copy(),
     )  # fmt: skip
     assert done.returncode == 0, done.stderr

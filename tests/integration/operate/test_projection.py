@@ -22,7 +22,7 @@ from tests.fix_contract import ServiceFactory
 
 def _cli(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "handoff.stack", "projection", *args],
+        [sys.executable, "-m", "handoff.cli", "projection", *args],
         capture_output=True, text=True, timeout=180, check=False, env=os.environ.copy(),
     )  # fmt: skip
 

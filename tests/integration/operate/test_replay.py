@@ -32,7 +32,7 @@ APP = "tests.consumer_apps:app"
 
 def _cli(cred: Credential, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "handoff.stack", "replay", *args],
+        [sys.executable, "-m", "handoff.cli", "replay", *args],
         capture_output=True, text=True, timeout=180, check=False,
         env={**os.environ, "HANDOFF_CONSUMER_CREDENTIAL": cred.token,
              "TEST_CONSUMER_NAME": "review", **env},
@@ -128,7 +128,7 @@ def test_a_replay_stopped_mid_run_resumes_with_nothing_applied_twice(
         "TEST_CONSUMER_NAME": "review",
     }
     run = subprocess.Popen(
-        [sys.executable, "-m", "handoff.stack", "replay", "run", "r-all", "--app", APP],
+        [sys.executable, "-m", "handoff.cli", "replay", "run", "r-all", "--app", APP],
         env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )  # fmt: skip
     try:

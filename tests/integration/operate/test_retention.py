@@ -23,7 +23,7 @@ OLD = "now() - interval '400 days'"
 
 def _cli(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "handoff.stack", "retention", *args],
+        [sys.executable, "-m", "handoff.cli", "retention", *args],
         capture_output=True, text=True, timeout=120, check=False, env=os.environ.copy(),
     )  # fmt: skip
 

@@ -15,7 +15,7 @@ import psycopg
 import pytest
 
 from handoff.core.client import HandoffClient
-from handoff.core.kafka_logs import UNREACHABLE
+from handoff.core.kafka import UNREACHABLE
 from handoff.core.settings import HandoffSettings
 from handoff.stack.local import LocalStack
 from handoff.stack.procs import wait_until
@@ -180,7 +180,7 @@ def test_kill_9_after_ack_before_mark_republishes_same_event_ids(
     migrated: HandoffSettings,
 ) -> None:  # fmt: skip
     workload.run(docs=5, steps=4, threads=1, prefix="ack")
-    crashed = relays.start(fault_kill_after_ack="true")
+    crashed = relays.start(module="tests.relay_faults")  # killed by its after-ack hook
     assert crashed.wait(60) == -9  # killed by SIGKILL right after the broker's ack
     assert pending(admin, tenant) > 0  # in Kafka, but not marked
     assert relays.run_once().returncode == 0
