@@ -19,7 +19,8 @@ from typing import Any
 import httpx
 import psycopg
 import pytest
-from psycopg.conninfo import make_conninfo
+from psycopg import sql
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from handoff.core.client import HandoffClient
 from handoff.core.identity import Credential
@@ -70,7 +71,7 @@ def serving(
     log = stack.layout.log_file(name)
     with log.open("wb") as out:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "handoff.stack", *args],
+            [sys.executable, "-m", "handoff.cli", *args],
             env={**os.environ, "HANDOFF_HOME": str(stack.layout.home), **env},
             stdout=out,
             stderr=subprocess.STDOUT,
@@ -205,3 +206,36 @@ def owner_and_version(conn: psycopg.Connection[Any], tenant: str, document: str)
     ).fetchone()
     assert row is not None, f"{document} does not exist"
     return row[0], int(row[1])
+
+
+@pytest.fixture
+def fresh_database(local_stack: LocalStack, migrated: HandoffSettings) -> Iterator[str]:
+    """A new, empty database owned by the app role; dropped afterwards with its roles."""
+    name = f"fresh_{uuid.uuid4().hex[:8]}"
+    superuser = local_stack.postgres.superuser_url()
+    app = conninfo_to_dict(migrated.database_url)
+    with psycopg.connect(superuser, autocommit=True) as conn:
+        conn.execute(
+            sql.SQL("CREATE DATABASE {} OWNER {}").format(
+                sql.Identifier(name), sql.Identifier(str(app["user"]))
+            )
+        )
+    try:
+        yield _as_url(make_conninfo(migrated.database_url, dbname=name))
+    finally:
+        with psycopg.connect(make_conninfo(superuser, dbname=name), autocommit=True) as db:
+            held = db.execute("SELECT to_regclass('handoff.services')").fetchone()
+            roles = (
+                []
+                if held is None or held[0] is None
+                else [r[0] for r in db.execute("SELECT db_role FROM handoff.services").fetchall()]
+            )
+        with psycopg.connect(superuser, autocommit=True) as conn:
+            conn.execute(sql.SQL("DROP DATABASE {} WITH (FORCE)").format(sql.Identifier(name)))
+            for role in roles:
+                conn.execute(sql.SQL("DROP ROLE {}").format(sql.Identifier(role)))
+
+
+def _as_url(conninfo: str) -> str:
+    p = conninfo_to_dict(conninfo)
+    return f"postgresql://{p['user']}:{p['password']}@{p['host']}:{p['port']}/{p['dbname']}"

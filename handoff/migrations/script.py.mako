@@ -1,21 +1,12 @@
 """${message}
-
-Revision ID: ${up_revision}
-Revises: ${down_revision | comma,n}
-Create Date: ${create_date}
 """
 
-from alembic import op
+from handoff.migrations.helpers import sql_steps
 
 revision = ${repr(up_revision)}
 down_revision = ${repr(down_revision)}
-branch_labels = ${repr(branch_labels)}
-depends_on = ${repr(depends_on)}
 
-
-def upgrade() -> None:
-    ${upgrades if upgrades else "pass"}
-
-
-def downgrade() -> None:
-    ${downgrades if downgrades else "pass"}
+# The change is the SQL file beside this one (same name, .sql), what undoes it
+# the .down.sql. A change to a function edits its family in handoff/sql and
+# ends with its file (helpers.apply_family; family_sql gives the text).
+upgrade, downgrade = sql_steps(__file__)

@@ -11,19 +11,14 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
-import psycopg
 import pytest
-from psycopg import sql
-from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from handoff.core.identity import Credential
 from handoff.core.settings import HandoffSettings
 from handoff.stack.layout import pick_port
-from handoff.stack.local import LocalStack
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -62,29 +57,6 @@ def run(args: list[str], **kwargs: object) -> subprocess.CompletedProcess[str]:
     done = subprocess.run(args, capture_output=True, text=True, timeout=600, check=False, **kwargs)  # type: ignore[call-overload]
     assert done.returncode == 0, f"{args[:4]} failed:\n{done.stdout[-2000:]}\n{done.stderr[-3000:]}"
     return done  # type: ignore[no-any-return]
-
-
-@pytest.fixture
-def fresh_database(local_stack: LocalStack, migrated: HandoffSettings) -> Iterator[str]:
-    """A new, empty database owned by the app role; dropped afterwards with its roles."""
-    name = f"wheel_{uuid.uuid4().hex[:8]}"
-    superuser = local_stack.postgres.superuser_url()
-    app = conninfo_to_dict(migrated.database_url)
-    with psycopg.connect(superuser, autocommit=True) as conn:
-        conn.execute(
-            sql.SQL("CREATE DATABASE {} OWNER {}").format(
-                sql.Identifier(name), sql.Identifier(str(app["user"]))
-            )
-        )
-    try:
-        yield _as_url(make_conninfo(migrated.database_url, dbname=name))
-    finally:
-        with psycopg.connect(make_conninfo(superuser, dbname=name), autocommit=True) as db:
-            roles = [r[0] for r in db.execute("SELECT db_role FROM handoff.services").fetchall()]
-        with psycopg.connect(superuser, autocommit=True) as conn:
-            conn.execute(sql.SQL("DROP DATABASE {} WITH (FORCE)").format(sql.Identifier(name)))
-            for role in roles:
-                conn.execute(sql.SQL("DROP ROLE {}").format(sql.Identifier(role)))
 
 
 @pytest.mark.slow
@@ -146,8 +118,3 @@ def test_the_installed_wheel_runs_outside_the_checkout(
         server.wait(15)
         log.close()
     assert "relay published 1 events" in cli("relay", "--once").stderr
-
-
-def _as_url(conninfo: str) -> str:
-    p = conninfo_to_dict(conninfo)
-    return f"postgresql://{p['user']}:{p['password']}@{p['host']}:{p['port']}/{p['dbname']}"

@@ -3,18 +3,12 @@
 Two partial indexes over finished documents only (owner IS NULL), so the
 waiting work's indexes and its writes are untouched; built CONCURRENTLY, so
 a live system keeps accepting handoffs while a large table is indexed.
-
-Revision ID: 0006_completed
-Revises: 0005_effects
-Create Date: 2026-11-30
 """
 
 from alembic import op
 
 revision = "0006_completed"
 down_revision = "0005_effects"
-branch_labels = None
-depends_on = None
 
 INDEXES = (
     # Newest completion first: a keyset page is one index range.

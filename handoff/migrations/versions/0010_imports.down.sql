@@ -1,0 +1,1 @@
+DROP TABLE handoff.import_progress;

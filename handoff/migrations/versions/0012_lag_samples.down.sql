@@ -1,0 +1,1 @@
+DROP TABLE handoff.lag_sampler, handoff.consumer_lag;
