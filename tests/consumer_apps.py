@@ -10,6 +10,8 @@ Configured by environment variables, so one module serves every scenario:
 - ``TEST_CONSUMER_NEXT``: hand each document on to this service.
 - ``TEST_CONSUMER_SLEEP_S``: seconds per event (to kill it mid-batch).
 - ``TEST_CONSUMER_VERSION``: the handler version recorded in quarantine.
+- ``TEST_CONSUMER_KILL_AFTER_COMMIT``: kill -9 the process at its after-commit
+  injection point (after a database commit, before the offsets are stored).
 
 Its local effect is a row in ``consumer_test.effects`` (no unique key, so
 a double effect would show as two rows). An event whose data says
@@ -55,6 +57,14 @@ app = Consumer(
     else os.environ.get("TEST_CONSUMER_OWNER", os.environ.get("TEST_CONSUMER_NAME", "review")),
 )
 NEXT = os.environ.get("TEST_CONSUMER_NEXT")
+
+if os.environ.get("TEST_CONSUMER_KILL_AFTER_COMMIT"):
+
+    @app.after_commit
+    def die(_messages: int) -> None:
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
 SLEEP_S = float(os.environ.get("TEST_CONSUMER_SLEEP_S", "0"))
 
 

@@ -29,8 +29,9 @@ from handoff.consumers.settings import ConsumerSettings
 from handoff.consumers.units import Item, Processor
 from handoff.core.events import encode, to_record
 from handoff.core.identity import Credential
+from handoff.core.kafka import ensure_topics
 from handoff.core.settings import HandoffSettings
-from handoff.relay.kafka_io import ensure_topics, headers, register_schemas
+from handoff.relay.kafka_io import headers, register_schemas
 from handoff.stack.layout import pick_port
 from handoff.stack.local import LocalStack
 from handoff.stack.procs import wait_until
@@ -86,7 +87,7 @@ class Consumers:
                 [
                     sys.executable,
                     "-m",
-                    "handoff.stack",
+                    "handoff.cli",
                     "consume",
                     "tests.consumer_apps:app",
                     "--topic",

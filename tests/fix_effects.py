@@ -28,7 +28,7 @@ class SandboxProcess:
 
     def start(self) -> SandboxProcess:
         args = [
-            sys.executable, "-m", "handoff.stack", "sandbox-provider",
+            sys.executable, "-m", "handoff.cli", "sandbox-provider",
             "--port", str(self.port), "--data", str(self.data),
             "--latency-ms", str(self.latency_ms),
         ]  # fmt: skip

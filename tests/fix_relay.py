@@ -31,7 +31,8 @@ class Relays:
         self.home, self.topic, self.logs = home, topic, logs
         self.procs: list[subprocess.Popen[bytes]] = []
 
-    def start(self, *args: str, **env: str) -> subprocess.Popen[bytes]:
+    def start(self, *args: str, module: str = "handoff.cli", **env: str) -> subprocess.Popen[bytes]:
+        """``handoff relay`` (or ``module``, e.g. tests.relay_faults) with HANDOFF_RELAY_*."""
         log = self.logs / f"relay-{self.topic}-{len(self.procs)}.log"
         environ = {
             **os.environ,
@@ -43,7 +44,13 @@ class Relays:
         }
         with log.open("wb") as out:
             proc = subprocess.Popen(
-                [sys.executable, "-m", "handoff.stack", "relay", *args],
+                [
+                    sys.executable,
+                    "-m",
+                    module,
+                    *(["relay"] if module == "handoff.cli" else []),
+                    *args,
+                ],
                 env=environ,
                 stdout=out,
                 stderr=subprocess.STDOUT,

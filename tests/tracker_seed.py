@@ -3,7 +3,7 @@
 Documents are moved through the emit contract by each service's own
 ``HandoffClient`` (direct mode), in a fixed pattern, so a test can say how
 many wait where, which one is overdue and which one finished. The demo runs
-the real event-driven pipeline instead (handoff/stack/demo.py); this is the
+the real event-driven pipeline instead (handoff/cli/_demo_setup.py); this is the
 fixture the UI tests count on.
 """
 
@@ -18,10 +18,10 @@ from pathlib import Path
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from handoff.cli._demo_setup import DemoCredentials
 from handoff.core.client import HandoffClient
 from handoff.core.errors import AlreadyExists, ConflictingEventReuse, ContractError
 from handoff.core.settings import HandoffSettings
-from handoff.stack.demo import DemoCredentials
 
 SERVICES = ("routing", "review", "finalization", "viewer")
 # Stages in order: (owner, status while it waits there, event that moves it on).

@@ -15,7 +15,7 @@ from handoff.core.settings import HandoffSettings
 
 def _run(url: str, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "handoff.stack", *args],
+        [sys.executable, "-m", "handoff.cli", *args],
         env={**os.environ, "HANDOFF_DATABASE_URL": url},
         capture_output=True, text=True, timeout=60, check=False,
     )  # fmt: skip

@@ -25,7 +25,7 @@ def test_run_supervises_restarts_and_stops_in_reverse_order(tmp_path: Path) -> N
     out = tmp_path / "out.log"
     with out.open("wb") as sink:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "handoff.stack", "run", str(file), "--logs", str(tmp_path)],
+            [sys.executable, "-m", "handoff.cli", "run", str(file), "--logs", str(tmp_path)],
             stdout=sink,
             stderr=subprocess.STDOUT,
         )
@@ -92,7 +92,7 @@ def test_processes_end_when_handoff_run_is_killed(tmp_path: Path) -> None:
     out = tmp_path / "out.log"
     with out.open("wb") as sink:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "handoff.stack", "run", str(file), "--logs", str(tmp_path)],
+            [sys.executable, "-m", "handoff.cli", "run", str(file), "--logs", str(tmp_path)],
             stdout=sink,
             stderr=subprocess.STDOUT,
         )
@@ -119,14 +119,14 @@ def test_only_the_named_processes_run_with_variables_from_an_env_file(tmp_path: 
         "[[process]]", 'name = "other"', f'exec = [{python}, "-c", {_quote(TALKER)}]',
     ]))  # fmt: skip
     done = subprocess.run(
-        [sys.executable, "-m", "handoff.stack", "run", str(file), "--logs", str(tmp_path),
+        [sys.executable, "-m", "handoff.cli", "run", str(file), "--logs", str(tmp_path),
          "--only", "talker", "--env-file", str(secret), "--for", "2"],
         capture_output=True, text=True, timeout=60, check=False,
     )  # fmt: skip
     assert "talker | hello from the env file" in done.stdout, done.stdout + done.stderr
     assert "other" not in done.stdout
     unknown = subprocess.run(
-        [sys.executable, "-m", "handoff.stack", "run", str(file), "--only", "nobody",
+        [sys.executable, "-m", "handoff.cli", "run", str(file), "--only", "nobody",
          "--env-file", str(secret)],
         capture_output=True, text=True, timeout=60, check=False,
     )  # fmt: skip

@@ -16,7 +16,7 @@ from handoff.core.settings import HandoffSettings
 from handoff.stack.layout import StackSettings
 from handoff.stack.local import LocalStack
 
-HANDOFF = [sys.executable, "-m", "handoff.stack"]
+HANDOFF = [sys.executable, "-m", "handoff.cli"]
 
 
 def run_cli(*args: str, home: Path) -> subprocess.CompletedProcess[str]:

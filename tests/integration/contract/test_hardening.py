@@ -141,7 +141,7 @@ def test_names_outside_the_rule_are_refused_at_every_entry_point(
 def test_the_cli_refuses_names_outside_the_rule(local_stack: LocalStack, migrated: Any) -> None:
     for bad in ("aworker\n", "Bad"):
         done = subprocess.run(
-            [sys.executable, "-m", "handoff.stack", "service", "add", bad, "--tenant", "t-cli"],
+            [sys.executable, "-m", "handoff.cli", "service", "add", bad, "--tenant", "t-cli"],
             env={**os.environ, "HANDOFF_HOME": str(local_stack.layout.home), "COLUMNS": "300"},
             check=False,
             capture_output=True,

@@ -191,7 +191,7 @@ def test_the_cli_lists_rotates_revokes_and_removes(
 
     def handoff(*args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
-            [sys.executable, "-m", "handoff.stack", *args],
+            [sys.executable, "-m", "handoff.cli", *args],
             env=env, check=False, capture_output=True, text=True, timeout=60,
             stdin=subprocess.DEVNULL,
         )  # fmt: skip
