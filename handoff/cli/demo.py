@@ -62,7 +62,6 @@ def demo(
     from handoff.cli import _demo_setup as d
     from handoff.deploy.supervisor import Supervisor
     from handoff.stack.layout import pick_port, port_is_free
-    from handoff.stack.local import PART_NAMES
     from handoff.stack.migrate import upgrade
     from handoff.stack.procs import wait_until
 
@@ -71,7 +70,7 @@ def demo(
     home = default_home()
     if local:
         stack = local_stack()
-        console.print(status_table(stack.up(PART_NAMES)))
+        console.print(status_table(stack.up()))
         home = stack.layout.home
     settings = load_settings(home)
     upgrade(settings)

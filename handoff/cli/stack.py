@@ -19,25 +19,27 @@ stack_app = typer.Typer(no_args_is_help=True, help="The local stack: PostgreSQL,
 PartsArg = Annotated[
     list[str] | None,
     typer.Argument(
-        help="Parts to act on: postgres, kafka, registry, dynamodb (default: the first three; "
-        "down: all that run)."
+        help="Parts to act on: postgres, kafka (kafka-2, kafka-3 of a cluster), registry, "
+        "dynamodb (default: all but dynamodb; down: all that run)."
     ),
 ]
 
 
-def local_stack() -> LocalStack:
+def local_stack(brokers: int | None = None) -> LocalStack:
+    from handoff.stack.layout import StackSettings
     from handoff.stack.local import LocalStack
 
-    return LocalStack(console=console)
+    settings = StackSettings() if brokers is None else StackSettings(brokers=brokers)
+    return LocalStack(settings, console=console)
 
 
 def status_table(statuses: list[PartStatus]) -> Table:
     table = Table(title="Handoff local stack")
-    for column in ("part", "address", "pid", "health"):
+    for column in ("part", "address", "pid", "health", "role"):
         table.add_column(column)
     for s in statuses:
         health = "[green]healthy[/green]" if s.healthy else f"[red]{s.problem}[/red]"
-        table.add_row(s.name, s.address, str(s.pid or "-"), health)
+        table.add_row(s.name, s.address, str(s.pid or "-"), health, s.role or "")
     return table
 
 
@@ -48,15 +50,25 @@ def stack_up(
         list[str] | None,
         typer.Option("--with", help="Also start an optional part: dynamodb (the AWS twin)."),
     ] = None,
+    brokers: Annotated[
+        int | None,
+        typer.Option(
+            min=1,
+            max=5,
+            help="Kafka brokers (3 for a replicated cluster: factor 3, min.insync.replicas 2). "
+            "Chosen when a home first starts; default 1, or what the home already runs.",
+        ),
+    ] = None,
 ) -> None:
     """Start the stack (idempotent): reuse running parts, start the rest, wait until healthy."""
-    from handoff.stack.local import OPTIONAL_PARTS, PART_NAMES
+    from handoff.stack.local import OPTIONAL_PARTS
 
     unknown = set(with_ or []) - set(OPTIONAL_PARTS)
     if unknown:
         raise typer.BadParameter(f"{', '.join(sorted(unknown))}: the optional parts are "
                                  f"{', '.join(OPTIONAL_PARTS)}", param_hint="--with")  # fmt: skip
-    statuses = local_stack().up([*(parts or PART_NAMES), *(with_ or [])])
+    stack = local_stack(brokers)
+    statuses = stack.up([*(parts or stack.standing), *(with_ or [])])
     console.print(status_table(statuses))
     console.print('Point tools at it with: eval "$(handoff stack env)"')
 
@@ -64,9 +76,7 @@ def stack_up(
 @stack_app.command("down")
 def stack_down(parts: PartsArg = None) -> None:
     """Stop the parts this project's stack started (nothing else)."""
-    from handoff.stack.local import OPTIONAL_PARTS, PART_NAMES
-
-    stopped = local_stack().down(parts or (*PART_NAMES, *OPTIONAL_PARTS))
+    stopped = local_stack().down(parts or None)
     console.print(f"stopped: {', '.join(stopped)}" if stopped else "nothing was running")
 
 

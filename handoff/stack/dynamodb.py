@@ -28,14 +28,7 @@ class DynamoDB(Part):
     def _port(self) -> int:
         ports = self.state.ports
         if not ports.dynamodb:  # a stack recorded before DynamoDB existed: choose now
-            taken = {
-                ports.postgres,
-                ports.kafka,
-                ports.kafka_controller,
-                ports.registry,
-                ports.registry_management,
-            }
-            ports.dynamodb = pick_port(self.layout.settings.dynamodb_port, taken)
+            ports.dynamodb = pick_port(self.layout.settings.dynamodb_port, ports.all())
             self.layout.save_state(self.state)
         return ports.dynamodb
 

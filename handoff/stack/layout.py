@@ -20,6 +20,7 @@ from typing import Annotated
 from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from handoff.core.errors import StackError
 from handoff.core.settings import STACK_ENV_FILE, default_home
 
 
@@ -74,6 +75,15 @@ class StackSettings(BaseSettings):
     postgres_os_user: Annotated[
         str, Field(description="OS user that runs PostgreSQL when the stack is started as root.")
     ] = "handoff-pg"
+    brokers: Annotated[
+        int | None,
+        Field(
+            ge=1,
+            le=5,
+            description="Kafka brokers of a new stack home (1 or 3 usually); recorded on its "
+            "first start, so unset means what the home already runs (1 for a new one).",
+        ),
+    ] = None
 
     @field_validator(
         "postgres_port",
@@ -103,6 +113,13 @@ class Ports:
     registry: int
     registry_management: int
     dynamodb: int = 0  # chosen on its first start (a stack recorded before it existed has 0)
+    # Ports of the parts a clustered stack adds (kafka-2, kafka-2-controller, ...),
+    # chosen when first needed so a single-node home records none of them.
+    more: dict[str, int] = field(default_factory=dict)
+
+    def all(self) -> set[int]:
+        standing = {self.postgres, self.kafka, self.kafka_controller, self.registry}
+        return standing | {self.registry_management, self.dynamodb, *self.more.values()}
 
 
 @dataclass
@@ -121,6 +138,9 @@ class StackState:
     ports: Ports
     secrets: Secrets
     kafka_cluster_id: str
+    # Fixed at the first start: a KRaft quorum's voters are written into every
+    # node's storage, so a home cannot change its broker count in place.
+    brokers: int = 1
 
 
 def port_is_free(port: int, host: str = "127.0.0.1") -> bool:
@@ -175,11 +195,21 @@ class Layout:
         if not self.state_file.exists():
             return None
         raw = json.loads(self.state_file.read_text())
-        return StackState(
+        state = StackState(
             ports=Ports(**raw["ports"]),
             secrets=Secrets(**raw["secrets"]),
             kafka_cluster_id=raw["kafka_cluster_id"],
+            brokers=raw.get("brokers", 1),
         )
+        wanted = self.settings.brokers
+        if wanted is not None and wanted != state.brokers:
+            raise StackError(
+                f"the stack in {self.home} runs {state.brokers} Kafka broker(s), not {wanted}: "
+                "a KRaft quorum cannot change size in place. Use another home for a "
+                "cluster (HANDOFF_STACK_HOME=... or HANDOFF_HOME=...), or stop this one "
+                f"and remove {self.home} to start over."
+            )
+        return state
 
     def save_state(self, state: StackState) -> None:
         self.home.mkdir(parents=True, exist_ok=True)
@@ -195,22 +225,33 @@ class Layout:
             return state
         s = self.settings
         taken: set[int] = set()
-        chosen = []
-        for preferred in (
-            s.postgres_port,
-            s.kafka_port,
-            s.kafka_controller_port,
-            s.registry_port,
-            s.registry_management_port,
-        ):
-            port = pick_port(preferred, taken)
-            taken.add(port)
-            chosen.append(port)
+
+        def take(preferred: int) -> int:
+            taken.add(port := pick_port(preferred, taken))
+            return port
+
+        ports = Ports(
+            postgres=take(s.postgres_port),
+            kafka=take(s.kafka_port),
+            kafka_controller=take(s.kafka_controller_port),
+            registry=take(s.registry_port),
+            registry_management=take(s.registry_management_port),
+        )
         state = StackState(
-            ports=Ports(*chosen), secrets=Secrets(), kafka_cluster_id=_kafka_cluster_id()
+            ports=ports,
+            secrets=Secrets(),
+            kafka_cluster_id=_kafka_cluster_id(),
+            brokers=s.brokers or 1,
         )
         self.save_state(state)
         return state
+
+    def port(self, state: StackState, name: str, preferred: int) -> int:
+        """The port recorded for ``name``, or a free one chosen now and recorded."""
+        if name not in state.ports.more:
+            state.ports.more[name] = pick_port(preferred, state.ports.all())
+            self.save_state(state)
+        return state.ports.more[name]
 
 
 def _kafka_cluster_id() -> str:

@@ -21,7 +21,6 @@ from handoff.stack.part import Part, PartStatus
 from handoff.stack.postgres import Postgres
 from handoff.stack.registry import Registry
 
-PART_NAMES = ("postgres", "kafka", "registry")
 # Started on request only (handoff stack up --with dynamodb): the AWS twin's store.
 OPTIONAL_PARTS = ("dynamodb",)
 
@@ -33,27 +32,40 @@ class LocalStack:
         self.layout = Layout(self.settings)
         self.state = self.layout.choose_state()
         self.postgres = Postgres(self.layout, self.state, self.console)
-        self.kafka = Kafka(self.layout, self.state, self.console)
+        self.brokers = [
+            Kafka(self.layout, self.state, self.console, node)
+            for node in range(1, self.state.brokers + 1)
+        ]
+        self.kafka = self.brokers[0]
         self.registry = Registry(self.layout, self.state, self.console, self.postgres)
         self.dynamodb = DynamoDB(self.layout, self.state, self.console)
 
     @property
     def parts(self) -> list[Part]:
-        return [self.postgres, self.kafka, self.registry, self.dynamodb]
+        return [self.postgres, *self.brokers, self.registry, self.dynamodb]
+
+    @property
+    def standing(self) -> tuple[str, ...]:
+        """The parts ``up`` starts when none are named: PostgreSQL, every broker, the registry."""
+        return (self.postgres.name, *(b.name for b in self.brokers), self.registry.name)
 
     def part(self, name: str) -> Part:
         for part in self.parts:
             if part.name == name:
                 return part
-        known = ", ".join(PART_NAMES + OPTIONAL_PARTS)
+        known = ", ".join(self.standing + OPTIONAL_PARTS)
         raise StackError(f"no part named {name!r}; the parts are {known}")
+
+    def bootstrap_servers(self) -> str:
+        """Every broker's address: a client that knows one live broker finds the rest."""
+        return ",".join(broker.address() for broker in self.brokers)
 
     # -- settings other processes read ---------------------------------------------
 
     def env(self) -> dict[str, str]:
         found = {
             "HANDOFF_DATABASE_URL": self.postgres.app_url(),
-            "HANDOFF_KAFKA_BOOTSTRAP": self.kafka.address(),
+            "HANDOFF_KAFKA_BOOTSTRAP": self.bootstrap_servers(),
             "HANDOFF_SCHEMA_REGISTRY_URL": self.registry.url(),
         }
         if self.dynamodb.pid() is not None:
@@ -71,7 +83,7 @@ class LocalStack:
         p = self.state.ports
         wanted = {
             "postgres": [p.postgres],
-            "kafka": [p.kafka, p.kafka_controller],
+            **{broker.name: list(broker.ports()) for broker in self.brokers},
             "registry": [p.registry, p.registry_management],
             "dynamodb": [int(self.dynamodb.url().rsplit(":", 1)[1])],
         }
@@ -83,8 +95,8 @@ class LocalStack:
                     f"Stop that process, or remove {self.layout.state_file} to choose new ports."
                 )
 
-    def up(self, parts: Iterable[str] = PART_NAMES) -> list[PartStatus]:
-        selected = [self.part(name) for name in parts]
+    def up(self, parts: Iterable[str] | None = None) -> list[PartStatus]:
+        selected = [self.part(name) for name in (self.standing if parts is None else parts)]
         self.layout.ensure_dirs()
         began = time.monotonic()
         for part in selected:
@@ -108,10 +120,11 @@ class LocalStack:
         self.console.print(f"Stack healthy after {time.monotonic() - began:.1f} s.")
         return self.status()
 
-    def down(self, parts: Iterable[str] = PART_NAMES) -> list[str]:
+    def down(self, parts: Iterable[str] | None = None) -> list[str]:
         """Stop this home's running parts, dependants first; return the names stopped."""
         stopped = []
-        for part in reversed([self.part(name) for name in parts]):
+        names = (*self.standing, *OPTIONAL_PARTS) if parts is None else parts
+        for part in reversed([self.part(name) for name in names]):
             if part.pid() is not None:
                 self.console.print(f"Stopping {part.name}…")
                 part.stop()
@@ -121,4 +134,4 @@ class LocalStack:
     def status(self) -> list[PartStatus]:
         """The standing parts, and the optional ones that are running."""
         return [part.status() for part in self.parts
-                if part.name in PART_NAMES or part.pid() is not None]  # fmt: skip
+                if part.name in self.standing or part.pid() is not None]  # fmt: skip

@@ -19,6 +19,7 @@ class PartStatus:
     address: str
     pid: int | None
     problem: str | None  # None when healthy
+    role: str | None = None  # what the node is in its cluster, when it is one of several
 
     @property
     def healthy(self) -> bool:
@@ -61,10 +62,14 @@ class Part(ABC):
     @abstractmethod
     def stop(self) -> None: ...
 
+    def role(self) -> str | None:
+        """The node's place in its cluster (leader, standby, ...); None for a lone part."""
+        return None
+
     def status(self) -> PartStatus:
         pid = self.pid()
         problem = self.problem() if pid is not None else "not running"
-        return PartStatus(self.name, self.address(), pid, problem)
+        return PartStatus(self.name, self.address(), pid, problem, self.role() if pid else None)
 
     def wait_healthy(self, timeout_s: float) -> None:
         last: list[str | None] = [None]

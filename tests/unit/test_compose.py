@@ -165,3 +165,35 @@ def test_the_pipeline_services_run_the_processes_the_demo_writes(
         (only,) = only_processes(written, [params["only"]]).process
         assert only.name == name == params["only"]
         assert services[name]["volumes"] == services["demo-setup"]["volumes"]
+
+
+def test_the_cluster_override_runs_three_brokers_as_the_local_stack_does() -> None:
+    from handoff.stack.kafka import replication
+
+    done = subprocess.run(
+        [sys.executable, "-m", "podman_compose", "--dry-run", "-f", "docker-compose.yml",
+         "-f", "docker-compose.cluster.yml", "--profile", "demo", "config"],
+        cwd=ROOT, capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    services = yaml.safe_load(done.stdout)["services"]
+    brokers = ("kafka", "kafka-2", "kafka-3")
+    stack = StackSettings()
+    factor, min_isr = replication(3)
+    voters = set()
+    for node, name in enumerate(brokers, start=1):
+        env = services[name]["environment"]
+        assert services[name]["image"] == f"apache/kafka:{stack.kafka_version}"
+        assert int(env["KAFKA_NODE_ID"]) == node
+        voters.add(env["KAFKA_CONTROLLER_QUORUM_VOTERS"])
+        assert int(env["KAFKA_DEFAULT_REPLICATION_FACTOR"]) == factor
+        assert int(env["KAFKA_OFFSETS_TOPIC_REPLICATION_FACTOR"]) == factor
+        assert int(env["KAFKA_MIN_INSYNC_REPLICAS"]) == min_isr
+        # the host ports the local stack prefers for the same node
+        host = stack.kafka_port + 10 * (node - 1)
+        assert _published(services[name]) == {host: 19092}
+        assert f"HOST://127.0.0.1:{host}" in env["KAFKA_ADVERTISED_LISTENERS"]
+    assert voters == {"1@kafka:9093,2@kafka-2:9093,3@kafka-3:9093"}
+    for name in HANDOFF_SERVICES:
+        bootstrap = services[name]["environment"]["HANDOFF_KAFKA_BOOTSTRAP"]
+        assert bootstrap == "kafka:9092,kafka-2:9092,kafka-3:9092", name

@@ -6,6 +6,10 @@ import socket
 import stat
 from pathlib import Path
 
+import pytest
+
+from handoff.core.errors import StackError
+from handoff.stack.kafka import Kafka, replication
 from handoff.stack.layout import Layout, StackSettings, pick_port, port_is_free
 
 
@@ -33,9 +37,45 @@ def test_first_choice_is_persisted_privately_and_reused(tmp_path: Path) -> None:
     assert mode == 0o600  # holds database passwords
     again = Layout(StackSettings(home=tmp_path / "home", cache_dir=tmp_path / "cache"))
     assert again.choose_state() == first
-    standing = [port for name, port in vars(first.ports).items() if name != "dynamodb"]
+    standing = [
+        port for name, port in vars(first.ports).items() if name not in ("dynamodb", "more")
+    ]
     assert len(set(standing)) == 5
     assert first.ports.dynamodb == 0  # chosen when DynamoDB first starts (on request only)
     # Kafka cluster ids are 16 random bytes in URL-safe base64 without padding
     assert len(first.kafka_cluster_id) == 22 and "=" not in first.kafka_cluster_id
     assert len({first.secrets.postgres, first.secrets.handoff, first.secrets.registry}) == 3
+
+
+def test_a_home_records_its_broker_count_and_refuses_another(tmp_path: Path) -> None:
+    def layout(brokers: int | None) -> Layout:
+        return Layout(StackSettings(home=tmp_path / "h", cache_dir=tmp_path / "c", brokers=brokers))
+
+    assert layout(3).choose_state().brokers == 3
+    assert layout(None).choose_state().brokers == 3  # unset: what the home runs
+    with pytest.raises(StackError, match="runs 3 Kafka broker"):
+        layout(1).choose_state()
+
+
+def test_cluster_nodes_get_ports_of_their_own_and_one_quorum(tmp_path: Path) -> None:
+    from rich.console import Console
+
+    layout = Layout(StackSettings(home=tmp_path / "h", cache_dir=tmp_path / "c", brokers=3))
+    state = layout.choose_state()
+    nodes = [Kafka(layout, state, Console(), node) for node in (1, 2, 3)]
+    assert [n.name for n in nodes] == ["kafka", "kafka-2", "kafka-3"]
+    ports = [port for n in nodes for port in n.ports()]
+    assert len(set(ports)) == 6
+    again = Layout(StackSettings(home=tmp_path / "h", cache_dir=tmp_path / "c")).choose_state()
+    assert again.ports.more == state.ports.more  # recorded, so addresses stay put
+    voters = {line for n in nodes for line in n._properties().splitlines() if "voters" in line}
+    assert len(voters) == 1  # every node names the same three voters
+    assert voters.pop().count("@127.0.0.1:") == 3
+    assert "min.insync.replicas=2" in nodes[0]._properties()
+
+
+def test_replication_follows_the_broker_count() -> None:
+    assert replication(1) == (1, 1)
+    assert replication(2) == (2, 1)
+    assert replication(3) == (3, 2)
+    assert replication(5) == (3, 2)
