@@ -191,11 +191,13 @@ def backlog(
     if experiment:
         _experiment(settings, app_target, levels, step_seconds)
         return
-    from handoff.operate.backlog import measure
+    from handoff.operate.backlog import brokers_line, measure
 
     def seconds(value: float | None) -> str:
         return "-" if value is None else f"{value:,.1f}"
 
+    # First, so that a lookup that fails for a missing broker comes after the reason.
+    console.print(brokers_line(settings.kafka_bootstrap), highlight=False)
     budgets = measure(settings, tenant=tenant, window_s=window,
                       progress=lambda line: console.print(line, highlight=False))  # fmt: skip
     idle = [b for b in budgets[1:] if not (b.backlog or b.arrival_per_s or b.completion_per_s)]

@@ -194,6 +194,38 @@ def ensure_topics(bootstrap: str, topics: list[str], partitions: int) -> None:
             raise Unavailable(f"cannot create topic {topic}: {exc}") from exc
 
 
+# -- cluster health ----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ClusterHealth:
+    """What a metadata request says about the brokers of a cluster."""
+
+    up: tuple[int, ...]  # node ids of the brokers that answer
+    missing: tuple[int, ...]  # named as a replica of some partition, but not up
+    under_replicated: int  # partitions with fewer in-sync replicas than replicas
+    offline: int  # partitions without a leader: unreadable and unwritable until one is back
+
+
+def cluster_health(bootstrap: str, timeout_s: float = 3.0) -> ClusterHealth:
+    """The brokers up and missing, from one metadata request.
+
+    A broker that is down is absent from the metadata's broker list but still
+    named in the replica sets of its partitions: that is how it is known to
+    be missing without a list of expected brokers anywhere.
+    """
+    meta = admin(bootstrap, timeout_s).list_topics(timeout=timeout_s)
+    up = set(meta.brokers)
+    partitions = [p for topic in meta.topics.values() for p in topic.partitions.values()]
+    named = {replica for p in partitions for replica in p.replicas}
+    return ClusterHealth(
+        up=tuple(sorted(up)),
+        missing=tuple(sorted(named - up)),
+        under_replicated=sum(1 for p in partitions if len(p.isrs) < len(p.replicas)),
+        offline=sum(1 for p in partitions if p.leader < 0),
+    )
+
+
 # -- group lag ---------------------------------------------------------------------------
 # A consumer's group is ``handoff.<tenant>.<service>`` unless it was given another
 # (HANDOFF_CONSUMER_GROUP); only the default names are looked up here. Blocking

@@ -40,9 +40,10 @@ log = logging.getLogger("handoff.tracker.lag")
 
 
 def sample(conn: psycopg.Connection[Any], bootstrap: str, timeout_s: float, keep_s: float) -> int:
-    """One sample of every group's lag; the groups that have a position. Rows of groups
-    not seen for ``keep_s`` are deleted."""
+    """One sample of the brokers and of every group's lag; the groups that have a
+    position. Rows of groups not seen for ``keep_s`` are deleted."""
     cluster = q.cluster_of(bootstrap)
+    health = lag.cluster_health(bootstrap, timeout_s)
     services = conn.execute(q.SERVICES).fetchall()
     names = {lag.group_of(tenant, name): (tenant, name) for tenant, name in services}
     found = lag.group_positions(bootstrap, names, timeout_s)
@@ -56,7 +57,11 @@ def sample(conn: psycopg.Connection[Any], bootstrap: str, timeout_s: float, keep
         with conn.cursor() as cur:
             cur.executemany(q.UPSERT, rows)
         conn.execute(q.FORGET_STALE, {"cluster": cluster, "keep_s": keep_s})
-        conn.execute(q.SAMPLED, {"cluster": cluster})
+        conn.execute(
+            q.SAMPLED,
+            {"cluster": cluster, "up": len(health.up), "missing": list(health.missing),
+             "under_replicated": health.under_replicated, "offline": health.offline},
+        )  # fmt: skip
     return len(rows)
 
 

@@ -1,5 +1,5 @@
-"""Statements of the consumer-lag samples (migration 0012): written by the sampler,
-read by the operate page."""
+"""Statements of the consumer-lag and broker-health samples (migrations 0012, 0016):
+written by the sampler, read by the operate page."""
 
 from __future__ import annotations
 
@@ -31,10 +31,22 @@ FORGET_STALE = """
 DELETE FROM handoff.consumer_lag
  WHERE cluster = %(cluster)s AND sampled_at < now() - make_interval(secs => %(keep_s)s)
 """
+# A sample that worked, with the brokers it found; a missing broker keeps the time
+# it was first seen missing until none is.
 SAMPLED = """
-INSERT INTO handoff.lag_sampler AS s (cluster, sampled_at) VALUES (%(cluster)s, now())
+INSERT INTO handoff.lag_sampler AS s
+       (cluster, sampled_at, brokers_up, brokers_missing, missing_since, under_replicated,
+        offline_partitions)
+VALUES (%(cluster)s, now(), %(up)s, %(missing)s,
+        CASE WHEN cardinality(%(missing)s::integer[]) > 0 THEN now() END,
+        %(under_replicated)s, %(offline)s)
 ON CONFLICT (cluster) DO UPDATE
-   SET sampled_at = now(), failing_since = NULL, error = NULL, updated_at = now()
+   SET sampled_at = now(), failing_since = NULL, error = NULL, updated_at = now(),
+       brokers_up = excluded.brokers_up, brokers_missing = excluded.brokers_missing,
+       missing_since = CASE WHEN cardinality(excluded.brokers_missing) > 0
+                            THEN coalesce(s.missing_since, now()) END,
+       under_replicated = excluded.under_replicated,
+       offline_partitions = excluded.offline_partitions
 """
 FAILING = """
 INSERT INTO handoff.lag_sampler AS s (cluster, failing_since, error)
@@ -51,7 +63,11 @@ SELECT consumer, group_id AS "group", lag, partitions, sampled_at
  WHERE cluster = %(cluster)s AND tenant_id = current_setting('handoff.tenant', true)
  ORDER BY consumer
 """
+# Aggregates, so a cluster never sampled still answers one row (of nulls).
 STATUS = """
-SELECT max(sampled_at) AS sampled_at, max(failing_since) AS failing_since
+SELECT max(sampled_at) AS sampled_at, max(failing_since) AS failing_since,
+       max(brokers_up) AS brokers_up, max(brokers_missing) AS brokers_missing,
+       max(missing_since) AS missing_since, max(under_replicated) AS under_replicated,
+       max(offline_partitions) AS offline_partitions
   FROM handoff.lag_sampler WHERE cluster = %(cluster)s
 """

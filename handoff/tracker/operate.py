@@ -64,6 +64,18 @@ class ConsumerLag(_View):
     sampled_at: datetime = Field(description="when the sampler read it from Kafka")
 
 
+class KafkaBrokers(_View):
+    up: int = Field(description="brokers that answered the last sample")
+    missing: list[int] = Field(description="node ids of brokers named as replicas but not up")
+    missing_since: datetime | None = Field(description="since when a broker has been missing")
+    under_replicated: int = Field(description="partitions with fewer in-sync replicas than copies")
+    offline: int = Field(description="partitions without a leader (unreadable, unwritable)")
+
+    @property
+    def healthy(self) -> bool:
+        return not self.missing and not self.under_replicated and not self.offline
+
+
 class QuarantinedEvent(_View):
     id: int
     consumer: str
@@ -102,6 +114,9 @@ class OperateView(_View):
     kafka_error: str | None = Field(description="why consumer lag is not current, or null")
     lag_unavailable_since: datetime | None = Field(
         description="since when consumer lag could not be sampled (null while it can)"
+    )
+    kafka_brokers: KafkaBrokers | None = Field(
+        description="the cluster's brokers as last sampled, or null before the first sample"
     )
     quarantine: list[QuarantinedEvent]
     unresolved_effects: list[UnresolvedEffect]
@@ -151,6 +166,17 @@ async def operate_view(
         Query(q.NOW, {}, lambda rows: rows[0]["now"]),
     )
     unavailable_since, kafka_error = _lag_unavailable(status, now, tracker)
+    brokers = (
+        None
+        if status["brokers_up"] is None
+        else KafkaBrokers(
+            up=status["brokers_up"],
+            missing=status["brokers_missing"],
+            missing_since=status["missing_since"],
+            under_replicated=status["under_replicated"],
+            offline=status["offline_partitions"],
+        )
+    )
     relay = RelayBacklog(
         pending=backlog["pending"],
         capped=backlog["pending"] >= BACKLOG_CAP,
@@ -163,6 +189,7 @@ async def operate_view(
         consumers=lags,
         kafka_error=kafka_error,
         lag_unavailable_since=unavailable_since,
+        kafka_brokers=brokers,
         quarantine=held,
         unresolved_effects=unresolved,
     )
