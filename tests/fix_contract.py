@@ -67,7 +67,7 @@ def service(admin: psycopg.Connection[Any], tenant: str) -> ServiceFactory:
 def serving(
     stack: LocalStack, name: str, args: list[str], *, port: int, timeout_s: float = 30, **env: str
 ) -> Iterator[subprocess.Popen[bytes]]:
-    """``python -m handoff.stack <args>`` until its /healthz answers on ``port``; stopped after."""
+    """``python -m handoff.cli <args>`` until its /healthz answers on ``port``; stopped after."""
     log = stack.layout.log_file(name)
     with log.open("wb") as out:
         proc = subprocess.Popen(

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from collections import defaultdict
@@ -19,9 +20,11 @@ from confluent_kafka.schema_registry import SchemaRegistryClient, topic_subject_
 from confluent_kafka.schema_registry.avro import AvroDeserializer
 from confluent_kafka.serialization import MessageField, SerializationContext
 
+from handoff.core.client import HandoffClient
 from handoff.core.settings import HandoffSettings
 from handoff.stack.local import LocalStack
 from handoff.stack.procs import wait_until
+from tests.fix_contract import ServiceFactory
 
 
 class Relays:
@@ -150,3 +153,63 @@ def first_seen_versions(events: list[dict[str, Any]]) -> list[int]:
             seen.add(event["eventId"])
             order.append(event["version"])
     return order
+
+
+OWNERS = ("alpha", "beta")
+
+
+class Workload:
+    """Documents handed back and forth between two services, from several threads."""
+
+    def __init__(self, service: ServiceFactory, settings: HandoffSettings) -> None:
+        creds = {name: service(name, can_create=True) for name in OWNERS}
+        self.clients = {n: HandoffClient.direct(c, settings.database_url) for n, c in creds.items()}
+        self.versions: dict[str, int] = {}
+
+    def run(self, docs: int, steps: int, threads: int = 4, prefix: str = "doc") -> None:
+        names = [f"{prefix}-{i}" for i in range(docs)]
+
+        def work(mine: list[str]) -> None:
+            for doc in mine:
+                self.clients["alpha"].create(
+                    event_id=str(uuid.uuid4()), document_id=doc, owner="alpha", status="new"
+                )
+            for step in range(1, steps):
+                for doc in mine:
+                    sender = OWNERS[(step - 1) % 2]
+                    nxt = OWNERS[step % 2]
+                    self.clients[sender].emit(
+                        event_id=str(uuid.uuid4()),
+                        event_type="approved" if step % 5 == 0 else "handed",
+                        document_id=doc,
+                        next_owner=nxt,
+                        status=f"step-{step}",
+                        expected_version=step,
+                        data={"step": step},
+                    )
+            for doc in mine:
+                self.versions[doc] = steps
+
+        workers = [threading.Thread(target=work, args=(names[i::threads],)) for i in range(threads)]
+        for w in workers:
+            w.start()
+        for w in workers:
+            w.join()
+
+    def complete(self, events: Events) -> bool:
+        return all(
+            set(first_seen_versions(events.get(doc, []))) >= set(range(1, v + 1))
+            for doc, v in self.versions.items()
+        )
+
+    def close(self) -> None:
+        for client in self.clients.values():
+            client.close()
+
+
+def assert_complete_and_ordered(events: Events, versions: dict[str, int]) -> None:
+    for doc, last in versions.items():
+        assert first_seen_versions(events[doc]) == list(range(1, last + 1)), doc
+        # one document, one key, one partition
+        assert len({e["_partition"] for e in events[doc]}) == 1
+        assert len({e["_key"] for e in events[doc]}) == 1
