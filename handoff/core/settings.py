@@ -55,14 +55,49 @@ class HandoffSettings(BaseSettings):
 
     @property
     def sqlalchemy_url(self) -> str:
-        """``database_url`` with SQLAlchemy's psycopg 3 driver named (for alembic)."""
-        return "postgresql+psycopg://" + self.database_url.split("://", 1)[1]
+        """``database_url`` as SQLAlchemy's psycopg 3 dialect takes it (for alembic).
+
+        A multi-host URL (``postgresql://u:p@h1:5432,h2:5432/db?target_session_attrs=
+        read-write``, what a failover setup hands out) is no URL SQLAlchemy can parse:
+        libpq's own parser splits it, and the hosts go in the query as ``host=h:p``,
+        which the dialect passes on to libpq as one list.
+        """
+        from psycopg.conninfo import conninfo_to_dict
+        from sqlalchemy.engine import URL
+
+        params = {k: str(v) for k, v in conninfo_to_dict(self.database_url).items()}
+        user, password = params.pop("user", None), params.pop("password", None)
+        database = params.pop("dbname", None)
+        hosts = params.pop("host", "").split(",")
+        ports = params.pop("port", "").split(",")
+        if len(hosts) == 1:
+            url = URL.create("postgresql+psycopg", user, password, hosts[0] or None,
+                             int(ports[0]) if ports[0] else None, database, params)  # fmt: skip
+        else:
+            ports = ports * len(hosts) if len(ports) == 1 else ports  # one port for all
+            listed = tuple(f"{h}:{p}" if p else h for h, p in zip(hosts, ports, strict=True))
+            url = URL.create("postgresql+psycopg", user, password, None, None, database,
+                             {**params, "host": listed})  # fmt: skip
+        return url.render_as_string(hide_password=False)
 
     @field_validator("database_url")
     @classmethod
     def _postgres_url(cls, value: str) -> str:
         if not value.startswith(("postgresql://", "postgres://")):
             raise ValueError("must be a postgresql:// URL, e.g. postgresql://user:pw@host:5432/db")
+        from psycopg import ProgrammingError
+        from psycopg.conninfo import conninfo_to_dict
+
+        try:
+            params = conninfo_to_dict(value)
+        except ProgrammingError as exc:  # libpq's own words: which part it could not read
+            raise ValueError(f"not a URL libpq can read: {exc}") from None
+        hosts = str(params.get("host") or "").split(",")
+        ports = str(params.get("port") or "").split(",")
+        if len(ports) not in (1, len(hosts)):
+            raise ValueError(f"{len(hosts)} hosts but {len(ports)} ports: give one port each")
+        if bad := [port for port in ports if port and not port.isdigit()]:
+            raise ValueError(f"port {bad[0]!r} is not a number")
         return value
 
     @field_validator("kafka_bootstrap")

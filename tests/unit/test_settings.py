@@ -62,3 +62,29 @@ def test_stack_paths_become_absolute(tmp_path: Path, monkeypatch: pytest.MonkeyP
     settings = StackSettings(home=Path("rel"), cache_dir=Path("~/c"))
     assert settings.home == tmp_path / "rel"
     assert settings.cache_dir == Path.home() / "c"
+
+
+def _on(url: str) -> HandoffSettings:
+    return HandoffSettings(database_url=url, kafka_bootstrap="k:9092")
+
+
+def test_a_multi_host_url_reaches_alembic_as_one_host_list() -> None:
+    from sqlalchemy.engine import make_url
+
+    url = "postgresql://u:p%40w@h1:5432,h2:5433/handoff?target_session_attrs=read-write"
+    parsed = make_url(_on(url).sqlalchemy_url)
+    assert parsed.drivername == "postgresql+psycopg"
+    assert (parsed.username, parsed.password, parsed.database) == ("u", "p@w", "handoff")
+    assert parsed.query["host"] == ("h1:5432", "h2:5433")
+    assert parsed.query["target_session_attrs"] == "read-write"
+    one = make_url(_on("postgresql://u:p@h1:6000/db?sslmode=disable").sqlalchemy_url)
+    assert (one.host, one.port, one.query["sslmode"]) == ("h1", 6000, "disable")
+
+
+def test_a_url_libpq_cannot_read_is_refused_with_what_is_wrong() -> None:
+    with pytest.raises(ValidationError, match="3 hosts but 2 ports"):
+        _on("postgresql://u:p@h1,h2,h3/db?port=1,2")
+    with pytest.raises(ValidationError, match="not a URL libpq can read"):
+        _on("postgresql://u:p@h1/db?nonsense=1")
+    with pytest.raises(ValidationError, match="port 'notaport' is not a number"):
+        _on("postgresql://u:p@h1:notaport/db")
