@@ -166,24 +166,49 @@ def counts(admin: psycopg.Connection[Any], tenant: str) -> dict[str, int]:
     return {owner: int(total) for owner, total in rows}
 
 
-def due_counts(admin: psycopg.Connection[Any], tenant: str) -> dict[tuple[str, Any], int]:
-    """Deadline counters per (owner, hour), shards summed; zero sums left out."""
+# Hours before ``now`` are "past" on both sides: the tracker folds the counters of
+# passed hours into one -infinity row (handoff.fold_due_counts) whenever a server's
+# job runs, and the invariant holds across a fold as long as the past is compared
+# as one bucket.
+_HOUR = "CASE WHEN {b} < handoff._due_bucket(%(now)s) THEN 'past' ELSE {b}::text END"
+
+
+def due_counts(
+    admin: psycopg.Connection[Any], tenant: str, now: Any = None
+) -> dict[tuple[str, str], int]:
+    """Deadline counters per (owner, hour, past hours as one), shards summed; zero sums
+    left out."""
     rows = admin.execute(
-        "SELECT owner, due_hour, sum(n) FROM handoff.owner_due_counts WHERE tenant_id = %s "
-        "GROUP BY owner, due_hour HAVING sum(n) <> 0",
-        (tenant,),
+        f"SELECT owner, {_HOUR.format(b='due_hour')}, sum(n) FROM handoff.owner_due_counts "
+        "WHERE tenant_id = %(tenant)s GROUP BY 1, 2 HAVING sum(n) <> 0",
+        {"tenant": tenant, "now": now or _db_now(admin)},
     ).fetchall()
     return {(owner, hour): int(n) for owner, hour, n in rows}
 
 
-def due_counts_by_scan(admin: psycopg.Connection[Any], tenant: str) -> dict[tuple[str, Any], int]:
+def due_counts_by_scan(
+    admin: psycopg.Connection[Any], tenant: str, now: Any = None
+) -> dict[tuple[str, str], int]:
     """The same from the state table: what the counters must equal."""
     rows = admin.execute(
-        "SELECT owner, handoff._due_bucket(due_at), count(*) FROM handoff.document_state "
-        "WHERE tenant_id = %s AND owner IS NOT NULL AND due_at IS NOT NULL GROUP BY 1, 2",
-        (tenant,),
+        f"SELECT owner, {_HOUR.format(b='handoff._due_bucket(due_at)')}, count(*) "
+        "FROM handoff.document_state WHERE tenant_id = %(tenant)s AND owner IS NOT NULL "
+        "AND due_at IS NOT NULL GROUP BY 1, 2",
+        {"tenant": tenant, "now": now or _db_now(admin)},
     ).fetchall()
     return {(owner, hour): int(n) for owner, hour, n in rows}
+
+
+def due_counts_both(admin: psycopg.Connection[Any], tenant: str) -> tuple[Any, Any]:
+    """Counters and scan at one instant (an hour may end between two statements)."""
+    now = _db_now(admin)
+    return due_counts(admin, tenant, now), due_counts_by_scan(admin, tenant, now)
+
+
+def _db_now(admin: psycopg.Connection[Any]) -> Any:
+    row = admin.execute("SELECT now()").fetchone()
+    assert row is not None
+    return row[0]
 
 
 def deadlocks(admin: psycopg.Connection[Any]) -> int:
