@@ -22,6 +22,7 @@ from handoff.core.settings import HandoffSettings
 from handoff.stack.kafka import Kafka
 from handoff.stack.layout import StackSettings
 from handoff.stack.local import LocalStack
+from tests.fix_stack import point_home_at
 
 BROKERS = 3
 
@@ -37,11 +38,7 @@ class KafkaCluster:
 
     def _point_processes_here(self) -> None:
         # ``up`` writes the home's own addresses; this home has no PostgreSQL.
-        (self.home / "stack.env").write_text(
-            f"HANDOFF_DATABASE_URL={self.shared.database_url}\n"
-            f"HANDOFF_KAFKA_BOOTSTRAP={self.bootstrap}\n"
-            f"HANDOFF_SCHEMA_REGISTRY_URL={self.shared.schema_registry_url}\n"
-        )
+        point_home_at(self.home, self.shared.model_copy(update={"kafka_bootstrap": self.bootstrap}))
 
     def node_names(self) -> list[str]:
         return [broker.name for broker in self.stack.brokers]

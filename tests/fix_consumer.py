@@ -12,6 +12,7 @@ import os
 import subprocess
 import sys
 import uuid
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -156,6 +157,14 @@ def wait_effects(
     assert wait_until(lambda: len(effects(admin, tenant)) >= count, timeout, 0.2), (
         f"{len(effects(admin, tenant))} of {count} effects after {timeout} s"
     )
+
+
+def exactly_once(admin: psycopg.Connection[Any], tenant: str, count: int) -> None:
+    """Every one of ``count`` events has exactly one effect: none lost, none doubled."""
+    per_event = Counter(event_id for *_, event_id in effects(admin, tenant))
+    doubled = {e: n for e, n in per_event.items() if n > 1}
+    assert not doubled, f"double effects: {doubled}"
+    assert len(per_event) == count
 
 
 def quarantined(admin: psycopg.Connection[Any], tenant: str) -> list[dict[str, Any]]:

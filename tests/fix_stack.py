@@ -14,17 +14,28 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
+from pathlib import Path
 
 import psycopg
 import pytest
 
 from handoff.core.errors import StackError
-from handoff.core.settings import HandoffSettings, load_settings
+from handoff.core.settings import STACK_ENV_FILE, HandoffSettings, load_settings
 from handoff.stack.layout import StackSettings
 from handoff.stack.local import LocalStack
 from tests.stack_containers import ContainerStack
 
 STACKS = ("local", "containers")
+
+
+def point_home_at(home: Path, settings: HandoffSettings) -> None:
+    """Make ``home``'s stack.env name these parts: processes started with
+    ``HANDOFF_HOME=<home>`` (and ``load_settings(home)``) then use them."""
+    (home / STACK_ENV_FILE).write_text(
+        f"HANDOFF_DATABASE_URL={settings.database_url}\n"
+        f"HANDOFF_KAFKA_BOOTSTRAP={settings.kafka_bootstrap}\n"
+        f"HANDOFF_SCHEMA_REGISTRY_URL={settings.schema_registry_url}\n"
+    )
 
 
 def _containers(request: pytest.FixtureRequest, tmp: pytest.TempPathFactory) -> LocalStack:
@@ -37,11 +48,7 @@ def _containers(request: pytest.FixtureRequest, tmp: pytest.TempPathFactory) -> 
     # Tests and the processes they start find the parts through HANDOFF_HOME's
     # stack.env, as with the local stack; that home never starts local parts.
     home = tmp.mktemp("container-stack")
-    (home / "stack.env").write_text(
-        f"HANDOFF_DATABASE_URL={settings.database_url}\n"
-        f"HANDOFF_KAFKA_BOOTSTRAP={settings.kafka_bootstrap}\n"
-        f"HANDOFF_SCHEMA_REGISTRY_URL={settings.schema_registry_url}\n"
-    )
+    point_home_at(home, settings)
     os.environ["HANDOFF_HOME"] = str(home)
     return LocalStack(StackSettings(home=home))
 

@@ -20,7 +20,8 @@ import logging
 import re
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from confluent_kafka import (
@@ -197,6 +198,21 @@ def ensure_topics(bootstrap: str, topics: list[str], partitions: int) -> None:
 # -- cluster health ----------------------------------------------------------------------
 
 
+def describe_brokers(
+    up: int, missing: Sequence[int], under_replicated: int, offline: int, since: str = ""
+) -> str:
+    """The one line the operate page and ``handoff backlog`` say about the brokers."""
+    line = f"Kafka: {up} broker{'s' if up != 1 else ''} up"
+    if missing:
+        line += f", broker {', '.join(map(str, missing))} missing"
+        line += f" since {since}" if since else ""
+    counts = ((under_replicated, "under-replicated"), (offline, "offline"))
+    problems = [f"{n} partitions {what}" for n, what in counts if n]
+    if not problems:
+        return f"{line}, every partition fully replicated"
+    return f"{line}; {', '.join(problems)}"
+
+
 @dataclass(frozen=True)
 class ClusterHealth:
     """What a metadata request says about the brokers of a cluster."""
@@ -205,16 +221,23 @@ class ClusterHealth:
     missing: tuple[int, ...]  # named as a replica of some partition, but not up
     under_replicated: int  # partitions with fewer in-sync replicas than replicas
     offline: int  # partitions without a leader: unreadable and unwritable until one is back
+    leading: Mapping[int, int]  # node id -> partitions it leads
+    catching_up: Mapping[int, int]  # node id -> partitions it holds but is not in sync on
+
+    def summary(self) -> str:
+        return describe_brokers(len(self.up), self.missing, self.under_replicated, self.offline)
 
 
-def cluster_health(bootstrap: str, timeout_s: float = 3.0) -> ClusterHealth:
+def cluster_health(
+    bootstrap: str, timeout_s: float = 3.0, logger: logging.Logger = log
+) -> ClusterHealth:
     """The brokers up and missing, from one metadata request.
 
     A broker that is down is absent from the metadata's broker list but still
     named in the replica sets of its partitions: that is how it is known to
     be missing without a list of expected brokers anywhere.
     """
-    meta = admin(bootstrap, timeout_s).list_topics(timeout=timeout_s)
+    meta = admin(bootstrap, timeout_s, logger).list_topics(timeout=timeout_s)
     up = set(meta.brokers)
     partitions = [p for topic in meta.topics.values() for p in topic.partitions.values()]
     named = {replica for p in partitions for replica in p.replicas}
@@ -223,6 +246,8 @@ def cluster_health(bootstrap: str, timeout_s: float = 3.0) -> ClusterHealth:
         missing=tuple(sorted(named - up)),
         under_replicated=sum(1 for p in partitions if len(p.isrs) < len(p.replicas)),
         offline=sum(1 for p in partitions if p.leader < 0),
+        leading=Counter(p.leader for p in partitions if p.leader >= 0),
+        catching_up=Counter(r for p in partitions for r in p.replicas if r not in p.isrs),
     )
 
 

@@ -127,14 +127,6 @@ def measure(
 def brokers_line(bootstrap: str, timeout_s: float = 5.0) -> str:
     """One line on the brokers: how many answer, which are missing, what is under-replicated."""
     try:
-        health = lag.cluster_health(bootstrap, timeout_s)
+        return lag.cluster_health(bootstrap, timeout_s).summary()
     except lag.KafkaException as exc:
         return f"Kafka: brokers unknown ({exc})"
-    line = f"Kafka: {len(health.up)} broker{'s' if len(health.up) != 1 else ''} up"
-    if health.missing:
-        line += f", broker {', '.join(map(str, health.missing))} missing"
-    counts = ((health.under_replicated, "under-replicated"), (health.offline, "offline"))
-    problems = [f"{n} partitions {what}" for n, what in counts if n]
-    if not problems:
-        return f"{line}, every partition fully replicated"
-    return f"{line}; {', '.join(problems)}"

@@ -56,6 +56,7 @@ class Kafka(Part):
         super().__init__(layout, state, console)
         self.node = node
         self.name = node_name(node)
+        self._health: kafka.ClusterHealth | None = None  # what the last probe read
 
     @property
     def dir(self) -> Path:
@@ -181,24 +182,21 @@ class Kafka(Part):
         # A quiet logger keeps librdkafka's connection-refused noise out of the
         # terminal while we poll.
         try:
-            meta = kafka.admin(self.address(), 3.0, _quiet).list_topics(timeout=3)
+            self._health = kafka.cluster_health(self.address(), 3.0, _quiet)
         except Exception as exc:  # KafkaException carries librdkafka's reason
             return f"metadata request failed: {exc}"
         # A node of a cluster is healthy once the cluster lists it as a broker.
-        return None if self.node in meta.brokers else "not yet a broker in cluster metadata"
+        return None if self.node in self._health.up else "not yet a broker in cluster metadata"
 
     def role(self) -> str | None:
         # KRaft does not tell clients which controller is active (DescribeCluster
-        # names a random broker), so a node says what it leads and what it lacks.
+        # names a random broker), so a node says what it leads and what it lacks,
+        # from the metadata its health probe (``problem``, just before) read.
         if self.state.brokers == 1:
             return None
-        try:
-            meta = kafka.admin(self.address(), 3.0, _quiet).list_topics(timeout=3)
-        except Exception as exc:  # KafkaException carries librdkafka's reason
-            return f"unknown ({exc})"
-        partitions = [p for topic in meta.topics.values() for p in topic.partitions.values()]
-        led = sum(1 for p in partitions if p.leader == self.node)
-        behind = sum(1 for p in partitions if self.node in p.replicas and self.node not in p.isrs)
+        health = self._health
+        assert health is not None, "role() follows a healthy problem()"
+        led, behind = health.leading.get(self.node, 0), health.catching_up.get(self.node, 0)
         return f"leads {led} partitions" + (f", catching up on {behind}" if behind else "")
 
     def stop(self) -> None:

@@ -63,13 +63,15 @@ class Part(ABC):
     def stop(self) -> None: ...
 
     def role(self) -> str | None:
-        """The node's place in its cluster (leader, standby, ...); None for a lone part."""
+        """The node's place in its cluster (leader, standby, ...); None for a lone part.
+        Asked only right after ``problem`` found the part healthy."""
         return None
 
     def status(self) -> PartStatus:
         pid = self.pid()
         problem = self.problem() if pid is not None else "not running"
-        return PartStatus(self.name, self.address(), pid, problem, self.role() if pid else None)
+        role = self.role() if problem is None else None
+        return PartStatus(self.name, self.address(), pid, problem, role)
 
     def wait_healthy(self, timeout_s: float) -> None:
         last: list[str | None] = [None]

@@ -35,6 +35,7 @@ from handoff.core.errors import (
     QuarantineEntryNotFound,
 )
 from handoff.core.identity import Credential
+from handoff.core.kafka import describe_brokers
 from handoff.core.settings import HandoffSettings
 from handoff.tracker import lag_sql, sessions
 from handoff.tracker import read_sql as q
@@ -74,6 +75,11 @@ class KafkaBrokers(_View):
     @property
     def healthy(self) -> bool:
         return not self.missing and not self.under_replicated and not self.offline
+
+    @property
+    def summary(self) -> str:
+        since = f"{self.missing_since:%Y-%m-%d %H:%M:%S} UTC" if self.missing_since else ""
+        return describe_brokers(self.up, self.missing, self.under_replicated, self.offline, since)
 
 
 class QuarantinedEvent(_View):

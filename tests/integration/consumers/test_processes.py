@@ -12,7 +12,6 @@ import signal
 import subprocess
 import sys
 import time
-from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
@@ -24,7 +23,14 @@ from handoff.core.identity import Credential
 from handoff.core.kafka import UNREACHABLE
 from handoff.stack.local import LocalStack
 from handoff.stack.procs import wait_until
-from tests.fix_consumer import Consumers, Wire, effects, quarantined, wait_effects
+from tests.fix_consumer import (
+    Consumers,
+    Wire,
+    effects,
+    exactly_once,
+    quarantined,
+    wait_effects,
+)
 from tests.fix_relay import Relays
 
 pytestmark = pytest.mark.slow
@@ -36,14 +42,6 @@ def _create(creator: Credential, count: int, owner: str = "review", **data: Any)
             client.create(
                 event_id=f"c-{i}", document_id=f"doc-{i}", owner=owner, status="new", data=data
             )
-
-
-def _exactly_once(admin: psycopg.Connection[Any], tenant: str, count: int) -> None:
-    rows = effects(admin, tenant)
-    per_event = Counter(event_id for *_, event_id in rows)
-    doubled = {e: n for e, n in per_event.items() if n > 1}
-    assert not doubled, f"double effects: {doubled}"
-    assert len(per_event) == count
 
 
 def test_one_event_given_to_two_consumer_processes_at_once_has_one_effect(
@@ -78,7 +76,7 @@ def test_one_event_given_to_two_consumer_processes_at_once_has_one_effect(
         60,
         0.3,
     ), "both processes should have seen every event"
-    _exactly_once(admin, tenant, 200)
+    exactly_once(admin, tenant, 200)
     owners = admin.execute(
         "SELECT owner, count(*) FROM handoff.document_state WHERE tenant_id = %s GROUP BY owner",
         (tenant,),
@@ -130,7 +128,7 @@ def _killed_midway_then_restarted(
     assert 0 < done < total, done
     again = consumers.start("review", review, *args)
     wait_effects(admin, tenant, total)
-    _exactly_once(admin, tenant, total)
+    exactly_once(admin, tenant, total)
     return again
 
 
@@ -152,7 +150,7 @@ def test_kill_9_between_the_database_commit_and_the_offset_commit_is_absorbed_by
     assert committed > 0  # its database commit landed; its offsets did not
     again = consumers.start("review", review, "--batch-size", "40")
     wait_effects(admin, tenant, 120)
-    _exactly_once(admin, tenant, 120)
+    exactly_once(admin, tenant, 120)
     assert _suppresses_duplicates(consumers, again), "the redelivered batch should be suppressed"
 
 
@@ -272,7 +270,7 @@ def test_poison_is_quarantined_its_document_waits_others_flow_and_a_cli_retry_ap
     assert retried.returncode == 0, retried.stderr
     assert wait_until(lambda: len(effects(admin, tenant)) == 8, 60, 0.3)
     assert [v for _, d, _, v, _ in effects(admin, tenant) if d == "bad"] == [1, 2, 3]
-    _exactly_once(admin, tenant, 8)
+    exactly_once(admin, tenant, 8)
     [entry] = quarantined(admin, tenant)
     assert entry["status"] == "resolved"
     again = _cli("quarantine", "discard", str(entry["id"]), "--reason", "late", "--yes", home=home)
@@ -323,7 +321,7 @@ def test_header_filter_skips_without_decoding_and_malformed_bytes_are_quarantine
     assert entry["kafka_offset"] >= 0 and bytes(entry["message_value"]).endswith(b"garbage")
     assert consumers.metric(proc, "handoff_consumer_events_total", outcome="filtered") >= 3
     assert "reader schema v1" in consumers.log_of()
-    _exactly_once(admin, tenant, 3)
+    exactly_once(admin, tenant, 3)
 
 
 @pytest.mark.disruptive
@@ -346,7 +344,7 @@ def test_a_database_restart_under_a_running_consumer_delays_work_and_loses_none(
     local_stack.up(["postgres"])
     with psycopg.connect(local_stack.env()["HANDOFF_DATABASE_URL"], autocommit=True) as again:
         wait_effects(again, tenant, 200, timeout=120)
-        _exactly_once(again, tenant, 200)
+        exactly_once(again, tenant, 200)
         assert quarantined(again, tenant) == []  # an outage is not the events' fault
     assert proc.poll() is None, "the consumer should have reconnected, not exited"
     log = consumers.log_of()
@@ -380,7 +378,7 @@ def test_a_kafka_outage_under_a_running_consumer_is_logged_as_one_and_loses_noth
                           status="new")  # fmt: skip
     relays.run_once()
     wait_effects(admin, tenant, 50, timeout=120)
-    _exactly_once(admin, tenant, 50)
+    exactly_once(admin, tenant, 50)
     assert proc.poll() is None
     log = consumers.log_of()
     assert log.count("Kafka unavailable") == 1, log[-3000:]
@@ -439,7 +437,7 @@ def test_an_event_that_kills_its_consumer_runs_max_deliveries_times_then_is_quar
     runs = max_deliveries if max_deliveries > 1 or batch == 1 else 2
     assert deaths == runs, f"the crashing handler ran {deaths} times, not {runs}"
     assert f"stopped {max_deliveries} time(s)" in entry["error"]
-    _exactly_once(admin, tenant, 18)
+    exactly_once(admin, tenant, 18)
 
 
 def test_static_membership_a_killed_process_comes_back_as_the_same_member(
@@ -469,4 +467,4 @@ def test_static_membership_a_killed_process_comes_back_as_the_same_member(
     first.wait(10)
     consumers.start("review", review, "--instance-id", "review-1", "--batch-size", "5")
     wait_effects(admin, tenant, 60)
-    _exactly_once(admin, tenant, 60)
+    exactly_once(admin, tenant, 60)
