@@ -72,8 +72,18 @@ class DirectTransport:
 
     def send(self, request: Request, document_id: str | None = None) -> Receipt:
         def once() -> Receipt:
-            with self._pool.connection() as conn:
+            try:
+                conn = self._pool.getconn()
+            except PoolTimeout as exc:
+                # No server took a session (a failover in progress, say): nothing was
+                # sent, so the identical request may simply be sent again.
+                raise DatabaseUnavailable(
+                    f"no PostgreSQL session within {self._pool.timeout:.0f} s: {exc}"
+                ) from exc
+            try:
                 return emit_direct(conn, request, document_id)
+            finally:
+                self._pool.putconn(conn)
 
         return replace(CONFLICTS, attempts=self._retries).run(once, retry_on=(TransientConflict,))
 
