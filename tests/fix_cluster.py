@@ -1,12 +1,12 @@
-"""Pytest plugin: a three-broker Kafka cluster beside the shared stack.
+"""Pytest plugin: a three-broker Kafka and a Patroni PostgreSQL beside the shared stack.
 
-The cluster is a stack home of its own (``brokers=3``) that runs only its
-brokers; its ``stack.env`` points processes at the shared stack's
-PostgreSQL and registry and at the cluster's brokers, so ``handoff relay``
-and ``handoff consume`` started with ``HANDOFF_HOME=<cluster home>`` run
-against a replicated Kafka exactly as a user's would. It starts once per
-session (about 20 s) and is stopped at the end, so three JVMs do not
-outlive the tests.
+Each cluster is a stack home of its own that runs only its cluster's parts
+(``brokers=3``: three brokers; ``pg_nodes=2``: ZooKeeper and two Patroni
+nodes); its ``stack.env`` points processes at the cluster and at the shared
+stack's other parts, so ``handoff relay`` and ``handoff consume`` started
+with ``HANDOFF_HOME=<cluster home>`` run against it exactly as a user's
+would. Each starts once per session (about 20 s) and is stopped at the end,
+so no cluster outlives the tests.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import psutil
+import psycopg
 import pytest
 
 from handoff.core.errors import StackError
@@ -22,6 +23,10 @@ from handoff.core.settings import HandoffSettings
 from handoff.stack.kafka import Kafka
 from handoff.stack.layout import StackSettings
 from handoff.stack.local import LocalStack
+from handoff.stack.migrate import upgrade
+from handoff.stack.patroni import PatroniNode
+from handoff.stack.procs import wait_until
+from tests.consumer_apps import EFFECTS_DDL
 from tests.fix_stack import point_home_at
 
 BROKERS = 3
@@ -80,6 +85,88 @@ def kafka_cluster(
     except StackError as exc:
         stack.down()
         pytest.fail(f"the three-broker cluster did not come up: {exc}", pytrace=False)
+    try:
+        yield cluster
+    finally:
+        stack.down()
+
+
+class PostgresCluster:
+    """A Patroni cluster of two nodes (strict synchronous mode) and what tests do to it."""
+
+    def __init__(self, stack: LocalStack, shared: HandoffSettings) -> None:
+        assert stack.cluster is not None
+        self.stack, self.cluster = stack, stack.cluster
+        self.home, self.logs = stack.layout.home, stack.layout.logs
+        self.settings = shared.model_copy(update={"database_url": stack.postgres.app_url()})
+
+    def parts(self) -> list[str]:
+        return [part.name for part in self.stack.database_parts]
+
+    def primary(self) -> PatroniNode:
+        leader = self.cluster.leader()
+        assert leader is not None, "the cluster has no primary"
+        return self.cluster.node(leader)
+
+    def timeline(self) -> int:
+        return max(m.timeline or 0 for m in self.cluster.members())
+
+    def crash_primary(self, timeout_s: float = 90) -> PatroniNode:
+        """SIGKILL the primary (Patroni and PostgreSQL); return it once a standby leads."""
+        lost = self.primary()
+        lost.crash()
+
+        def promoted() -> bool:
+            try:
+                return self.cluster.leader() not in (None, lost.name)
+            except StackError:
+                return False
+
+        assert wait_until(promoted, timeout_s, 0.5), f"no standby promoted after {timeout_s} s"
+        return lost
+
+    def rejoin(self, node: PatroniNode, timeout_s: float = 120) -> None:
+        """Start a lost node again and wait until it streams as the synchronous standby."""
+        self.stack.up([node.name])
+        self._point_processes_here()
+
+        def synchronous() -> bool:
+            try:
+                return any(
+                    m.name == node.name and m.role == "sync_standby" and m.state == "streaming"
+                    for m in self.cluster.members()
+                )
+            except StackError:
+                return False
+
+        assert wait_until(synchronous, timeout_s, 0.5), self.cluster.members()
+
+    def _point_processes_here(self) -> None:
+        point_home_at(self.home, self.settings)
+
+    def up(self) -> None:
+        self.stack.up(self.parts())
+        self._point_processes_here()
+        upgrade(self.settings)
+        with psycopg.connect(self.settings.database_url, autocommit=True) as conn:
+            conn.execute(EFFECTS_DDL)
+
+
+@pytest.fixture(scope="session")
+def pg_cluster(
+    local_stack: LocalStack,
+    migrated: HandoffSettings,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[PostgresCluster]:
+    home = tmp_path_factory.mktemp("pg-cluster")
+    settings = StackSettings(home=home, cache_dir=local_stack.settings.cache_dir, pg_nodes=2)
+    stack = LocalStack(settings, console=local_stack.console)
+    cluster = PostgresCluster(stack, migrated)
+    try:
+        cluster.up()
+    except StackError as exc:
+        stack.down()
+        pytest.fail(f"the PostgreSQL cluster did not come up: {exc}", pytrace=False)
     try:
         yield cluster
     finally:
