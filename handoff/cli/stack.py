@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shlex
+import time
 from typing import TYPE_CHECKING, Annotated
 
 import typer
@@ -19,17 +20,22 @@ stack_app = typer.Typer(no_args_is_help=True, help="The local stack: PostgreSQL,
 PartsArg = Annotated[
     list[str] | None,
     typer.Argument(
-        help="Parts to act on: postgres, kafka (kafka-2, kafka-3 of a cluster), registry, "
-        "dynamodb (default: all but dynamodb; down: all that run)."
+        help="Parts to act on: postgres (postgres-2 and zookeeper of a PostgreSQL cluster), "
+        "kafka (kafka-2, kafka-3 of a cluster), registry, dynamodb "
+        "(default: all but dynamodb; down: all that run)."
     ),
 ]
 
 
-def local_stack(brokers: int | None = None) -> LocalStack:
+def local_stack(brokers: int | None = None, pg_nodes: int | None = None) -> LocalStack:
     from handoff.stack.layout import StackSettings
     from handoff.stack.local import LocalStack
 
-    settings = StackSettings() if brokers is None else StackSettings(brokers=brokers)
+    settings = StackSettings()
+    if brokers is not None:
+        settings.brokers = brokers
+    if pg_nodes is not None:
+        settings.pg_nodes = pg_nodes
     return LocalStack(settings, console=console)
 
 
@@ -59,6 +65,15 @@ def stack_up(
             "Chosen when a home first starts; default 1, or what the home already runs.",
         ),
     ] = None,
+    pg_nodes: Annotated[
+        int | None,
+        typer.Option(
+            min=1,
+            max=3,
+            help="PostgreSQL nodes (2 for a Patroni cluster: a primary and a synchronous "
+            "standby that takes over when it is lost). Chosen when a home first starts.",
+        ),
+    ] = None,
 ) -> None:
     """Start the stack (idempotent): reuse running parts, start the rest, wait until healthy."""
     from handoff.stack.local import OPTIONAL_PARTS
@@ -67,7 +82,7 @@ def stack_up(
     if unknown:
         raise typer.BadParameter(f"{', '.join(sorted(unknown))}: the optional parts are "
                                  f"{', '.join(OPTIONAL_PARTS)}", param_hint="--with")  # fmt: skip
-    stack = local_stack(brokers)
+    stack = local_stack(brokers, pg_nodes)
     statuses = stack.up([*(parts or stack.standing), *(with_ or [])])
     console.print(status_table(statuses))
     console.print('Point tools at it with: eval "$(handoff stack env)"')
@@ -94,3 +109,39 @@ def stack_env() -> None:
     """Shell-ready settings of the stack: eval "$(handoff stack env)"."""
     for key, value in local_stack().env().items():
         print(f"export {key}={shlex.quote(value)}")
+
+
+def _move_primary(how: str, to: str | None) -> None:
+    from handoff.core.errors import StackError
+
+    stack = local_stack()
+    if stack.cluster is None:
+        raise StackError(
+            f"this stack runs one PostgreSQL server; a {how} needs a cluster: "
+            "handoff stack up --pg-nodes 2 in a new home"
+        )
+    began = time.monotonic()
+    before = stack.cluster.leader()
+    after = stack.cluster.move_primary(how, to)
+    console.print(f"{how}: {before} → {after}; waiting until it takes writes…")
+    stack.cluster.wait_writable(stack.postgres.superuser_url(), 90)
+    console.print(f"primary is {after}, writable {time.monotonic() - began:.1f} s after the {how}")
+    console.print(status_table(stack.status()))
+
+
+ToOption = Annotated[
+    str | None,
+    typer.Option("--to", help="The standby to promote (postgres-2, ...); default: Patroni picks."),
+]
+
+
+@stack_app.command("switchover")
+def stack_switchover(to: ToOption = None) -> None:
+    """Move the primary to a standby, planned: the old primary follows as a standby."""
+    _move_primary("switchover", to)
+
+
+@stack_app.command("failover")
+def stack_failover(to: ToOption = None) -> None:
+    """Promote a standby now, as Patroni does when the primary is lost."""
+    _move_primary("failover", to)

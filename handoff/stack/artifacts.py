@@ -1,4 +1,4 @@
-"""Kafka jars and the Apicurio Registry distribution, resolved by Maven into a cache.
+"""Kafka and ZooKeeper jars and the Apicurio Registry distribution, resolved by Maven into a cache.
 
 Each artifact lands in ``<cache_dir>/<name>-<version>/`` and is marked
 complete only after it was fully written, so an interrupted download is
@@ -89,30 +89,40 @@ def _run_maven(args: list[str], what: str, console: Console) -> None:
         )
 
 
-def kafka_lib(cache_dir: Path, version: str, console: Console) -> Path:
-    """Folder with every jar the Kafka broker needs (classpath ``lib/*``)."""
-    target = cache_dir / f"kafka-{version}"
+def _maven_lib(cache_dir: Path, name: str, version: str, what: str, console: Console) -> Path:
+    """Folder with every runtime jar that ``resources/<name>-pom.xml`` names (``lib/*``)."""
+    target = cache_dir / f"{name}-{version}"
     if _cached(target):
         return target / "lib"
-    console.print(f"Resolving Apache Kafka {version} jars (first start only)…")
-    pom = resources.files("handoff.stack") / "resources" / "kafka-pom.xml"
+    console.print(f"Resolving {what} {version} jars (first start only)…")
+    pom = resources.files("handoff.stack") / "resources" / f"{name}-pom.xml"
     with tempfile.TemporaryDirectory(dir=_parent(cache_dir)) as tmp, resources.as_file(pom) as p:
-        staging = Path(tmp) / "kafka"
+        staging = Path(tmp) / name
         lib = staging / "lib"
         _run_maven(
             [
                 "-f",
                 str(p),
-                f"-Dkafka.version={version}",
+                f"-D{name}.version={version}",
                 "dependency:copy-dependencies",
                 "-DincludeScope=runtime",
                 f"-DoutputDirectory={lib}",
             ],
-            f"Kafka {version}",
+            f"{what} {version}",
             console,
         )
         _publish(staging, target)
     return target / "lib"
+
+
+def kafka_lib(cache_dir: Path, version: str, console: Console) -> Path:
+    """Folder with every jar the Kafka broker needs (classpath ``lib/*``)."""
+    return _maven_lib(cache_dir, "kafka", version, "Apache Kafka", console)
+
+
+def zookeeper_lib(cache_dir: Path, version: str, console: Console) -> Path:
+    """Folder with every jar a ZooKeeper server needs (classpath ``lib/*``)."""
+    return _maven_lib(cache_dir, "zookeeper", version, "Apache ZooKeeper", console)
 
 
 def registry_dist(cache_dir: Path, version: str, console: Console) -> Path:

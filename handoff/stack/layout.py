@@ -75,6 +75,24 @@ class StackSettings(BaseSettings):
     postgres_os_user: Annotated[
         str, Field(description="OS user that runs PostgreSQL when the stack is started as root.")
     ] = "handoff-pg"
+    zookeeper_version: Annotated[
+        str, Field(description="org.apache.zookeeper:zookeeper version (Patroni's store).")
+    ] = "3.9.5"
+    zookeeper_port: Annotated[
+        int, Field(description="Preferred ZooKeeper client port (a PostgreSQL cluster only).")
+    ] = 12181
+    patroni_port: Annotated[
+        int, Field(description="Preferred Patroni REST API port of the first PostgreSQL node.")
+    ] = 18008
+    pg_nodes: Annotated[
+        int | None,
+        Field(
+            ge=1,
+            le=3,
+            description="PostgreSQL nodes of a new stack home: 1 is a lone server, 2 or 3 a "
+            "Patroni cluster (a primary and synchronous standbys); recorded on its first start.",
+        ),
+    ] = None
     brokers: Annotated[
         int | None,
         Field(
@@ -92,6 +110,8 @@ class StackSettings(BaseSettings):
         "registry_port",
         "registry_management_port",
         "dynamodb_port",
+        "zookeeper_port",
+        "patroni_port",
     )
     @classmethod
     def _port(cls, value: int) -> int:
@@ -129,6 +149,8 @@ class Secrets:
     postgres: str = field(default_factory=lambda: secrets.token_urlsafe(18))
     handoff: str = field(default_factory=lambda: secrets.token_urlsafe(18))
     registry: str = field(default_factory=lambda: secrets.token_urlsafe(18))
+    # Patroni's streaming-replication and pg_rewind roles (a PostgreSQL cluster only).
+    replication: str = field(default_factory=lambda: secrets.token_urlsafe(18))
 
 
 @dataclass
@@ -141,6 +163,8 @@ class StackState:
     # Fixed at the first start: a KRaft quorum's voters are written into every
     # node's storage, so a home cannot change its broker count in place.
     brokers: int = 1
+    # Fixed too: a lone server's data folder is not a Patroni member's.
+    pg_nodes: int = 1
 
 
 def port_is_free(port: int, host: str = "127.0.0.1") -> bool:
@@ -200,15 +224,20 @@ class Layout:
             secrets=Secrets(**raw["secrets"]),
             kafka_cluster_id=raw["kafka_cluster_id"],
             brokers=raw.get("brokers", 1),
+            pg_nodes=raw.get("pg_nodes", 1),
         )
-        wanted = self.settings.brokers
-        if wanted is not None and wanted != state.brokers:
-            raise StackError(
-                f"the stack in {self.home} runs {state.brokers} Kafka broker(s), not {wanted}: "
-                "a KRaft quorum cannot change size in place. Use another home for a "
-                "cluster (HANDOFF_STACK_HOME=... or HANDOFF_HOME=...), or stop this one "
-                f"and remove {self.home} to start over."
-            )
+        for what, wanted, has, why in (
+            ("Kafka broker(s)", self.settings.brokers, state.brokers,
+             "a KRaft quorum cannot change size in place"),
+            ("PostgreSQL node(s)", self.settings.pg_nodes, state.pg_nodes,
+             "a lone server and a Patroni cluster keep their data differently"),
+        ):  # fmt: skip
+            if wanted is not None and wanted != has:
+                raise StackError(
+                    f"the stack in {self.home} runs {has} {what}, not {wanted}: {why}. "
+                    "Use another home for a cluster (HANDOFF_STACK_HOME=... or "
+                    f"HANDOFF_HOME=...), or stop this one and remove {self.home} to start over."
+                )
         return state
 
     def save_state(self, state: StackState) -> None:
@@ -242,6 +271,7 @@ class Layout:
             secrets=Secrets(),
             kafka_cluster_id=_kafka_cluster_id(),
             brokers=s.brokers or 1,
+            pg_nodes=s.pg_nodes or 1,
         )
         self.save_state(state)
         return state

@@ -4,6 +4,10 @@
 rest are started. PostgreSQL comes first because the registry stores its
 schemas there; Kafka and the registry then start side by side, since each
 JVM takes seconds and the machine has cores to spare for both.
+
+With ``pg_nodes`` above 1, PostgreSQL is a Patroni cluster: ZooKeeper (its
+store) starts first, then every node at once (the first to take the leader
+lock initialises the database, the others copy it and follow).
 """
 
 from __future__ import annotations
@@ -18,8 +22,10 @@ from handoff.stack.dynamodb import DynamoDB
 from handoff.stack.kafka import Kafka
 from handoff.stack.layout import Layout, StackSettings, port_is_free
 from handoff.stack.part import Part, PartStatus
+from handoff.stack.patroni import Cluster, PatroniNode
 from handoff.stack.postgres import Postgres
 from handoff.stack.registry import Registry
+from handoff.stack.zookeeper import ZooKeeper
 
 # Started on request only (handoff stack up --with dynamodb): the AWS twin's store.
 OPTIONAL_PARTS = ("dynamodb",)
@@ -31,7 +37,19 @@ class LocalStack:
         self.console = console or Console(stderr=True)
         self.layout = Layout(self.settings)
         self.state = self.layout.choose_state()
-        self.postgres = Postgres(self.layout, self.state, self.console)
+        self.zookeeper: ZooKeeper | None = None
+        self.cluster: Cluster | None = None
+        if self.state.pg_nodes == 1:
+            self.pg_nodes: list[Postgres] = [Postgres(self.layout, self.state, self.console)]
+        else:
+            self.zookeeper = ZooKeeper(self.layout, self.state, self.console)
+            members = [
+                PatroniNode(self.layout, self.state, self.console, node)
+                for node in range(1, self.state.pg_nodes + 1)
+            ]
+            self.cluster = Cluster(members)
+            self.pg_nodes = list(members)
+        self.postgres = self.pg_nodes[0]
         self.brokers = [
             Kafka(self.layout, self.state, self.console, node)
             for node in range(1, self.state.brokers + 1)
@@ -41,13 +59,22 @@ class LocalStack:
         self.dynamodb = DynamoDB(self.layout, self.state, self.console)
 
     @property
+    def database_parts(self) -> list[Part]:
+        """ZooKeeper (of a cluster) and every PostgreSQL node, in starting order."""
+        return [*([self.zookeeper] if self.zookeeper else []), *self.pg_nodes]
+
+    @property
     def parts(self) -> list[Part]:
-        return [self.postgres, *self.brokers, self.registry, self.dynamodb]
+        return [*self.database_parts, *self.brokers, self.registry, self.dynamodb]
 
     @property
     def standing(self) -> tuple[str, ...]:
-        """The parts ``up`` starts when none are named: PostgreSQL, every broker, the registry."""
-        return (self.postgres.name, *(b.name for b in self.brokers), self.registry.name)
+        """The parts ``up`` starts when none are named: the database, every broker, the registry."""
+        return (
+            *(p.name for p in self.database_parts),
+            *(b.name for b in self.brokers),
+            self.registry.name,
+        )
 
     def part(self, name: str) -> Part:
         for part in self.parts:
@@ -82,7 +109,9 @@ class LocalStack:
     def _check_ports(self, parts: Iterable[Part]) -> None:
         p = self.state.ports
         wanted = {
-            "postgres": [p.postgres],
+            **{node.name: [node.port] for node in self.pg_nodes},
+            **{node.name: [node.port, node.rest_port] for node in self._members()},
+            **({"zookeeper": [self.zookeeper.port]} if self.zookeeper else {}),
             **{broker.name: list(broker.ports()) for broker in self.brokers},
             "registry": [p.registry, p.registry_management],
             "dynamodb": [int(self.dynamodb.url().rsplit(":", 1)[1])],
@@ -101,15 +130,24 @@ class LocalStack:
         began = time.monotonic()
         for part in selected:
             part.prepare()
-        to_start = [part for part in selected if part.pid() is None]
+        to_start = [part for part in selected if part.needs_start()]
         self._check_ports(to_start)
+        database = [part for part in self.database_parts if part in selected]
+        for part in database:
+            if part in to_start:
+                self.console.print(f"Starting {part.name}…")
+                part.start()
+            if part is self.zookeeper:  # Patroni needs its store from the first moment
+                part.wait_healthy(self.settings.start_timeout_s)
+        for part in database:
+            part.wait_healthy(self.settings.start_timeout_s)
         if self.postgres in selected:
-            if self.postgres in to_start:
-                self.console.print("Starting PostgreSQL…")
-                self.postgres.start()
-            self.postgres.wait_healthy(self.settings.start_timeout_s)
+            if self.cluster is not None:
+                self.console.print("Waiting for a primary…")
+                url, timeout = self.postgres.superuser_url(), self.settings.start_timeout_s
+                self.cluster.wait_writable(url, timeout)
             self.postgres.bootstrap()
-        jvms = [part for part in to_start if part is not self.postgres]
+        jvms = [part for part in to_start if part not in database]
         for part in jvms:
             self.console.print(f"Starting {part.name}…")
             part.start()
@@ -130,6 +168,9 @@ class LocalStack:
                 part.stop()
                 stopped.append(part.name)
         return stopped
+
+    def _members(self) -> list[PatroniNode]:
+        return self.cluster.nodes if self.cluster else []
 
     def status(self) -> list[PartStatus]:
         """The standing parts, and the optional ones that are running."""

@@ -62,6 +62,10 @@ class Part(ABC):
     @abstractmethod
     def stop(self) -> None: ...
 
+    def needs_start(self) -> bool:
+        """Whether ``up`` must launch it (nothing of this home's runs for it)."""
+        return self.pid() is None
+
     def role(self) -> str | None:
         """The node's place in its cluster (leader, standby, ...); None for a lone part.
         Asked only right after ``problem`` found the part healthy."""

@@ -18,10 +18,12 @@ from pathlib import Path
 import psutil
 import psycopg
 from psycopg import sql
+from rich.console import Console
 
 from handoff.core import db
 from handoff.core.db import PING
 from handoff.core.errors import HandoffError, PrerequisiteMissing, ServiceStartFailed
+from handoff.stack.layout import Layout, StackState
 from handoff.stack.part import Part
 from handoff.stack.procs import log_tail
 
@@ -51,32 +53,61 @@ def bin_dir() -> Path:
     return Path(next(iter(spec.submodule_search_locations))) / "pginstall" / "bin"
 
 
-def url(role: str, password: str, port: int, database: str) -> str:
-    return f"postgresql://{role}:{password}@127.0.0.1:{port}/{database}"
+def url(role: str, password: str, hosts: list[str], database: str) -> str:
+    """A libpq URL; with several hosts, the one that takes writes (the primary) is chosen."""
+    found = f"postgresql://{role}:{password}@{','.join(hosts)}/{database}"
+    return found if len(hosts) == 1 else f"{found}?target_session_attrs=read-write"
+
+
+def node_name(node: int) -> str:
+    """``postgres`` for the first node (as a lone server has always been called), then N."""
+    return "postgres" if node == 1 else f"postgres-{node}"
+
+
+def node_port(layout: Layout, state: StackState, node: int) -> int:
+    if node == 1:
+        return state.ports.postgres
+    preferred = layout.settings.postgres_port + node - 1  # 55433, 55434
+    return layout.port(state, node_name(node), preferred)
 
 
 class Postgres(Part):
-    name = "postgres"
+    """The lone server; ``PatroniNode`` is one member of a cluster."""
+
+    def __init__(self, layout: Layout, state: StackState, console: Console, node: int = 1) -> None:
+        super().__init__(layout, state, console)
+        self.node = node
+        self.name = node_name(node)
 
     @property
     def data(self) -> Path:
-        return self.layout.part_dir("postgres") / "data"
+        return self.layout.part_dir(self.name) / "data"
 
     @property
     def port(self) -> int:
-        return self.state.ports.postgres
+        return node_port(self.layout, self.state, self.node)
 
     def address(self) -> str:
         return f"127.0.0.1:{self.port}"
 
+    def hosts(self) -> list[str]:
+        """Every node's address: clients find the primary among them."""
+        return [
+            f"127.0.0.1:{node_port(self.layout, self.state, n)}"
+            for n in range(1, self.state.pg_nodes + 1)
+        ]
+
     def superuser_url(self, database: str = "postgres") -> str:
-        return url(SUPERUSER, self.state.secrets.postgres, self.port, database)
+        return url(SUPERUSER, self.state.secrets.postgres, self.hosts(), database)
 
     def app_url(self) -> str:
-        return url(APP_ROLE, self.state.secrets.handoff, self.port, APP_DB)
+        return url(APP_ROLE, self.state.secrets.handoff, self.hosts(), APP_DB)
 
     def registry_jdbc_url(self) -> str:
-        return f"jdbc:postgresql://127.0.0.1:{self.port}/{REGISTRY_DB}"
+        # pgJDBC's form of target_session_attrs: the registry follows a failover too.
+        hosts = ",".join(self.hosts())
+        extra = "?targetServerType=primary" if self.state.pg_nodes > 1 else ""
+        return f"jdbc:postgresql://{hosts}/{REGISTRY_DB}{extra}"
 
     # -- running as another OS user -------------------------------------------------
 

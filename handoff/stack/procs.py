@@ -32,15 +32,20 @@ def spawn(
     pid_file: Path,
     cwd: Path,
     env: Mapping[str, str] | None = None,
+    user: str | None = None,
 ) -> int:
-    """Start ``cmd`` detached (see ``_detach``) so it outlives the caller; record its pid."""
+    """Start ``cmd`` detached (see ``_detach``) so it outlives the caller; record its pid.
+
+    ``user``: the OS user to run it as (the caller is then root)."""
     log.parent.mkdir(parents=True, exist_ok=True)
     pid_file.parent.mkdir(parents=True, exist_ok=True)
     cwd.mkdir(parents=True, exist_ok=True)
     with log.open("ab") as out:
         out.write(f"\n=== {time.strftime('%Y-%m-%d %H:%M:%S')} starting ===\n".encode())
     done = subprocess.run(
-        [sys.executable, "-m", "handoff.stack._detach", str(log), str(cwd), "--", *cmd],
+        [sys.executable, "-m", "handoff.stack._detach", str(log), str(cwd)]
+        + ([user] if user else [])
+        + ["--", *cmd],
         capture_output=True,
         text=True,
         env={**os.environ, **(env or {})},

@@ -79,3 +79,66 @@ def test_replication_follows_the_broker_count() -> None:
     assert replication(2) == (2, 1)
     assert replication(3) == (3, 2)
     assert replication(5) == (3, 2)
+
+
+def test_a_home_records_its_postgres_node_count_and_refuses_another(tmp_path: Path) -> None:
+    def layout(nodes: int | None) -> Layout:
+        return Layout(StackSettings(home=tmp_path / "h", cache_dir=tmp_path / "c", pg_nodes=nodes))
+
+    assert layout(2).choose_state().pg_nodes == 2
+    assert layout(None).choose_state().pg_nodes == 2
+    with pytest.raises(StackError, match="runs 2 PostgreSQL node"):
+        layout(1).choose_state()
+
+
+def test_a_postgres_cluster_is_two_patroni_nodes_behind_one_url(tmp_path: Path) -> None:
+    from rich.console import Console
+
+    from handoff.stack.local import LocalStack
+    from handoff.stack.patroni import PatroniNode
+
+    settings = StackSettings(home=tmp_path / "h", cache_dir=tmp_path / "c", pg_nodes=2)
+    stack = LocalStack(settings, Console())
+    assert [p.name for p in stack.database_parts] == ["zookeeper", "postgres", "postgres-2"]
+    assert stack.standing[:3] == ("zookeeper", "postgres", "postgres-2")
+    first, second = stack.pg_nodes
+    assert isinstance(first, PatroniNode) and isinstance(second, PatroniNode)
+    assert len({first.port, second.port, first.rest_port, second.rest_port}) == 4
+    # Every client is given both nodes and asks for the one that takes writes.
+    url = stack.env()["HANDOFF_DATABASE_URL"]
+    assert f"127.0.0.1:{first.port},127.0.0.1:{second.port}/handoff" in url
+    assert url.endswith("?target_session_attrs=read-write")
+    assert "targetServerType=primary" in first.registry_jdbc_url()
+    assert f"{second.port}/apicurio" in first.registry_jdbc_url()
+    # Strict synchronous mode: an acknowledged commit is on a standby too.
+    config = first._patroni_config()
+    assert config["bootstrap"]["dcs"]["synchronous_mode_strict"] is True
+    assert config["name"] == "postgres" and second._patroni_config()["name"] == "postgres-2"
+    assert config["zookeeper"]["hosts"] == [stack.zookeeper.address()]  # type: ignore[union-attr]
+
+
+def test_a_lone_postgres_keeps_its_one_host_url(tmp_path: Path) -> None:
+    from rich.console import Console
+
+    from handoff.stack.local import LocalStack
+
+    stack = LocalStack(StackSettings(home=tmp_path / "h", cache_dir=tmp_path / "c"), Console())
+    assert stack.zookeeper is None and stack.cluster is None
+    url = stack.env()["HANDOFF_DATABASE_URL"]
+    assert "," not in url and "target_session_attrs" not in url
+
+
+def test_a_cluster_member_says_its_role_timeline_and_lag() -> None:
+    from handoff.stack.patroni import Member
+
+    leader = Member.of({"name": "postgres", "role": "leader", "state": "running", "timeline": 3})
+    assert leader.describe() == "leader, timeline 3"
+    standby = Member.of(
+        {"name": "postgres-2", "role": "sync_standby", "state": "streaming", "timeline": 3,
+         "lag": 4096}
+    )  # fmt: skip
+    assert standby.describe() == "sync standby, timeline 3, streaming, lag 4096 B"
+    lost = Member.of(
+        {"name": "postgres-2", "role": "replica", "state": "stopped", "lag": "unknown"}
+    )
+    assert lost.describe() == "replica, stopped, lag unknown"
