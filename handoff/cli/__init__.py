@@ -16,6 +16,7 @@ from pydantic import ValidationError
 from handoff.cli._common import console
 from handoff.cli.audit import audit, backlog
 from handoff.cli.bench import bench
+from handoff.cli.chaos import chaos
 from handoff.cli.consume import consume, quarantine_app
 from handoff.cli.data import projection_app, retention_app
 from handoff.cli.db import db_app
@@ -43,7 +44,7 @@ for name, command in (
     ("serve", serve), ("relay", relay), ("consume", consume), ("audit", audit),
     ("backlog", backlog), ("dynamodb-relay", dynamodb_relay),
     ("sandbox-provider", sandbox_provider), ("rehearse", rehearse), ("run", run),
-    ("demo", demo),
+    ("demo", demo), ("chaos", chaos),
 ):  # fmt: skip
     app.command(name)(command)
 app.command("bench", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})(

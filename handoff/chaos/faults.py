@@ -1,0 +1,134 @@
+"""The kills of a chaos run: processes, a partition leader, the PostgreSQL primary.
+
+Processes are SIGKILLed (their whole process group, as a machine's OOM killer
+or a lost container would end them) and the supervisor starts them again. A
+broker is SIGKILLed and started again after a pause. The primary is SIGKILLed
+with its Patroni; once a standby is promoted, the old primary is started
+again and rejoins as a standby (with strict synchronous replication the new
+primary takes writes once it has a standby, so the rejoin is part of the
+recovery, not an extra).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import random
+import signal
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from handoff.chaos.plan import Kill
+from handoff.core.errors import StackError
+from handoff.core.kafka import admin
+from handoff.deploy.supervisor import Child, Supervisor
+from handoff.stack.local import LocalStack
+from handoff.stack.procs import wait_until
+
+log = logging.getLogger("handoff.chaos")
+
+# Which supervised processes each kind of kill picks from.
+PROCESSES = {
+    "relay": ("relay",),
+    "consumer": ("routing", "review", "finalization"),
+    "executor": ("executor",),
+    "api": ("api",),
+}
+BROKER_DOWN_S = 8.0  # how long a killed broker stays down
+
+
+@dataclass
+class FaultFigures:
+    kills: Counter[str] = field(default_factory=Counter)
+    failovers: int = 0
+    failover_s: list[float] = field(default_factory=list)  # crash -> a standby leads
+    last_fault_at: float = 0.0  # monotonic; when the last fault ended
+
+
+class Killer:
+    def __init__(
+        self, supervisor: Supervisor, stack: LocalStack, topic: str, seed: int,
+        say: Callable[[str], None],
+    ) -> None:  # fmt: skip
+        self.supervisor, self.stack, self.topic = supervisor, stack, topic
+        self.rng = random.Random(seed ^ 0x5EED)
+        self.say = say
+        self.figures = FaultFigures()
+
+    def _note(self, line: str) -> None:
+        log.info("%s", line)
+        self.say(f"  {line}")
+
+    def apply(self, kill: Kill) -> None:
+        if kill.kind in PROCESSES:
+            self._kill_process(kill.kind)
+        elif kill.kind == "broker":
+            self._kill_broker()
+        elif kill.kind == "primary":
+            self._kill_primary()
+        self.figures.kills[kill.kind] += 1
+        self.figures.last_fault_at = time.monotonic()
+
+    def _kill_process(self, kind: str) -> None:
+        running = [
+            child for child in self.supervisor.children
+            if child.spec.name in PROCESSES[kind] and child.proc is not None
+        ]  # fmt: skip
+        if not running:
+            self._note(f"kill {kind}: none running now (all restarting); skipped")
+            return
+        child: Child = self.rng.choice(running)
+        proc = child.proc
+        assert proc is not None
+        with contextlib.suppress(ProcessLookupError):  # it died on its own just now
+            os.killpg(proc.pid, signal.SIGKILL)
+        self._note(f"killed {child.label} (pid {proc.pid}, SIGKILL)")
+
+    def _kill_broker(self) -> None:
+        if len(self.stack.brokers) < 3:
+            raise StackError("a broker kill needs three brokers (handoff stack up --brokers 3)")
+        bootstrap = self.stack.bootstrap_servers()
+        meta = admin(bootstrap).list_topics(self.topic, timeout=10)
+        partition = self.rng.choice(list(meta.topics[self.topic].partitions.values()))
+        victim = self.stack.brokers[partition.leader - 1]
+        pid = victim.pid()
+        if pid is None:
+            self._note(f"kill broker: {victim.name} is not running; skipped")
+            return
+        os.kill(pid, signal.SIGKILL)
+        self._note(f"killed {victim.name}, leader of {self.topic}/{partition.id} (SIGKILL)")
+        time.sleep(BROKER_DOWN_S)
+        self.stack.up([victim.name])
+        self._note(f"{victim.name} started again")
+
+    def _kill_primary(self) -> None:
+        cluster = self.stack.cluster
+        if cluster is None:
+            raise StackError(
+                "a primary kill needs a PostgreSQL cluster (handoff stack up --pg-nodes 2)"
+            )
+        lost_name = cluster.leader()
+        if lost_name is None:
+            self._note("kill primary: no primary now (an election is under way); skipped")
+            return
+        lost = cluster.node(lost_name)
+        began = time.monotonic()
+        lost.crash()
+        self._note(f"killed the primary {lost.name} (Patroni and PostgreSQL, SIGKILL)")
+
+        def promoted() -> bool:
+            try:
+                return cluster.leader() not in (None, lost.name)
+            except StackError:
+                return False
+
+        if not wait_until(promoted, 120, 0.5):
+            raise StackError("no standby was promoted within 120 s of the primary's loss")
+        took = time.monotonic() - began
+        self.figures.failovers += 1
+        self.figures.failover_s.append(took)
+        self._note(f"{cluster.leader()} promoted {took:.1f} s after the loss; {lost.name} rejoins")
+        self.stack.up([lost.name])
