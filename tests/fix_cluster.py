@@ -1,12 +1,12 @@
-"""Pytest plugin: a three-broker Kafka and a Patroni PostgreSQL beside the shared stack.
+"""Pytest plugin: clusters beside the shared stack, each a stack home of its own.
 
-Each cluster is a stack home of its own that runs only its cluster's parts
-(``brokers=3``: three brokers; ``pg_nodes=2``: ZooKeeper and two Patroni
-nodes); its ``stack.env`` points processes at the cluster and at the shared
-stack's other parts, so ``handoff relay`` and ``handoff consume`` started
-with ``HANDOFF_HOME=<cluster home>`` run against it exactly as a user's
-would. Each starts once per session (about 20 s) and is stopped at the end,
-so no cluster outlives the tests.
+``kafka_cluster``: three brokers only; its ``stack.env`` points processes at
+the shared stack's PostgreSQL and registry and at the cluster's brokers.
+``pg_cluster``: the whole clustered stack (a two-node Patroni PostgreSQL and
+its ZooKeeper, three brokers, a registry storing in the cluster), as a user
+runs it. Processes started with ``HANDOFF_HOME=<cluster home>`` run against
+them exactly as a user's would. Each starts once (about 20-30 s) and is
+stopped when its tests are done, so no cluster outlives the tests.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import pytest
 
 from handoff.core.errors import StackError
 from handoff.core.kafka import admin
-from handoff.core.settings import HandoffSettings
+from handoff.core.settings import HandoffSettings, load_settings
 from handoff.stack.kafka import Kafka
 from handoff.stack.layout import StackSettings
 from handoff.stack.local import LocalStack
@@ -70,7 +70,9 @@ class KafkaCluster:
         self._point_processes_here()
 
 
-@pytest.fixture(scope="session")
+# Module scope: stopped once the broker tests are done, so its brokers and the
+# clustered stack's (pg_cluster) never run at the same time on a small machine.
+@pytest.fixture(scope="module")
 def kafka_cluster(
     local_stack: LocalStack,
     migrated: HandoffSettings,
@@ -92,16 +94,18 @@ def kafka_cluster(
 
 
 class PostgresCluster:
-    """A Patroni cluster of two nodes (strict synchronous mode) and what tests do to it."""
+    """A clustered stack home of its own: a Patroni PostgreSQL of two nodes (strict
+    synchronous mode) with its ZooKeeper, three brokers and a registry storing in the
+    cluster; processes started with ``HANDOFF_HOME=<its home>`` use nothing else."""
 
-    def __init__(self, stack: LocalStack, shared: HandoffSettings) -> None:
+    def __init__(self, stack: LocalStack) -> None:
         assert stack.cluster is not None
         self.stack, self.cluster = stack, stack.cluster
         self.home, self.logs = stack.layout.home, stack.layout.logs
-        self.settings = shared.model_copy(update={"database_url": stack.postgres.app_url()})
 
-    def parts(self) -> list[str]:
-        return [part.name for part in self.stack.database_parts]
+    @property
+    def settings(self) -> HandoffSettings:
+        return load_settings(self.home)
 
     def primary(self) -> PatroniNode:
         leader = self.cluster.leader()
@@ -128,7 +132,6 @@ class PostgresCluster:
     def rejoin(self, node: PatroniNode, timeout_s: float = 120) -> None:
         """Start a lost node again and wait until it streams as the synchronous standby."""
         self.stack.up([node.name])
-        self._point_processes_here()
 
         def synchronous() -> bool:
             try:
@@ -141,12 +144,8 @@ class PostgresCluster:
 
         assert wait_until(synchronous, timeout_s, 0.5), self.cluster.members()
 
-    def _point_processes_here(self) -> None:
-        point_home_at(self.home, self.settings)
-
     def up(self) -> None:
-        self.stack.up(self.parts())
-        self._point_processes_here()
+        self.stack.up()
         upgrade(self.settings)
         with psycopg.connect(self.settings.database_url, autocommit=True) as conn:
             conn.execute(EFFECTS_DDL)
@@ -154,19 +153,19 @@ class PostgresCluster:
 
 @pytest.fixture(scope="session")
 def pg_cluster(
-    local_stack: LocalStack,
-    migrated: HandoffSettings,
-    tmp_path_factory: pytest.TempPathFactory,
+    local_stack: LocalStack, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[PostgresCluster]:
-    home = tmp_path_factory.mktemp("pg-cluster")
-    settings = StackSettings(home=home, cache_dir=local_stack.settings.cache_dir, pg_nodes=2)
+    home = tmp_path_factory.mktemp("full-cluster")
+    settings = StackSettings(
+        home=home, cache_dir=local_stack.settings.cache_dir, pg_nodes=2, brokers=BROKERS
+    )
     stack = LocalStack(settings, console=local_stack.console)
-    cluster = PostgresCluster(stack, migrated)
+    cluster = PostgresCluster(stack)
     try:
         cluster.up()
     except StackError as exc:
         stack.down()
-        pytest.fail(f"the PostgreSQL cluster did not come up: {exc}", pytrace=False)
+        pytest.fail(f"the clustered stack did not come up: {exc}", pytrace=False)
     try:
         yield cluster
     finally:

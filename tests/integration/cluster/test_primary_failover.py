@@ -12,6 +12,7 @@ consumer effect happened exactly once, and no process died.
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 import uuid
@@ -71,6 +72,19 @@ class PacedCreator:
         self.client.close()
 
 
+def _registry_writes(url: str) -> bool:
+    from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
+
+    record = {"type": "record", "name": f"R{uuid.uuid4().hex[:8]}", "fields": []}
+    try:
+        with SchemaRegistryClient({"url": url, "timeout": 10}) as registry:
+            registry.register_schema(f"failover-{uuid.uuid4().hex[:8]}",
+                                     Schema(json.dumps(record), "AVRO"))  # fmt: skip
+    except Exception:  # the client raises several types while its storage is away
+        return False
+    return True
+
+
 def _on_primary(url: str, query: str, *args: Any) -> list[tuple[Any, ...]]:
     """One query on whichever node is primary now (a fresh session: the last one may be gone)."""
     with psycopg.connect(url, autocommit=True, connect_timeout=5) as conn:
@@ -119,6 +133,10 @@ def test_the_primary_lost_mid_stream_loses_no_acknowledged_write_and_doubles_not
     # has it too, so the lost node is brought back (it rejoins with pg_rewind).
     pg_cluster.rejoin(lost)
     assert pg_cluster.timeline() > timeline, "no promotion happened"
+    # The registry stores in the cluster too: it takes a new schema on the new primary.
+    assert wait_until(lambda: _registry_writes(settings.schema_registry_url), 60, 1.0), (
+        "the schema registry took no new schema after the failover"
+    )
 
     creating.join(300)
     assert not creating.is_alive(), "the load generator did not finish"
