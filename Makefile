@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: browser setup up down status lint schemas-check test test-unit demo bench screenshots clean
+.PHONY: browser setup up down status lint schemas-check test test-unit demo bench bench-sync cluster chaos screenshots clean
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python 3.11+ is required (set PYTHON=python3.11)")'
@@ -52,5 +52,20 @@ bench: up
 	$(BIN)/handoff db upgrade
 	$(BIN)/handoff bench
 
+# The clustered stack (a two-node Patroni PostgreSQL, three brokers) in a home of its own.
+CLUSTER_HOME ?= .handoff-cluster
+CHAOS_ARGS   ?=
+
+cluster: $(STAMP)  ## the clustered stack: Patroni PostgreSQL (2 nodes), 3 Kafka brokers
+	HANDOFF_HOME=$(CLUSTER_HOME) $(BIN)/handoff stack up --pg-nodes 2 --brokers 3
+	HANDOFF_HOME=$(CLUSTER_HOME) $(BIN)/handoff db upgrade
+
+chaos: cluster  ## kill processes and nodes under load on the clustered stack (CHAOS_ARGS=--for 300 --seed 7)
+	HANDOFF_HOME=$(CLUSTER_HOME) $(BIN)/handoff chaos $(CHAOS_ARGS)
+
+bench-sync: cluster  ## what strict synchronous replication costs (emits with and without)
+	HANDOFF_HOME=$(CLUSTER_HOME) $(BIN)/handoff bench sync --clients 8 --seconds 10
+
 clean: down
-	rm -rf .handoff
+	-HANDOFF_HOME=$(CLUSTER_HOME) $(BIN)/handoff stack down
+	rm -rf .handoff $(CLUSTER_HOME)

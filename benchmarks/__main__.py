@@ -19,6 +19,7 @@ from benchmarks import (
     emit_pgbench,
     pgbench,
     relay,
+    sync_replication,
     tracker,
 )
 from benchmarks.dynamodb_model import Prices
@@ -430,6 +431,25 @@ def bench_compare(documents: int, seconds: float, reads: int, prices: Prices) ->
     return table
 
 
+def bench_sync(clients: int, seconds: float, rounds: int) -> str:
+    """Strict synchronous replication on and off, same cluster, same run."""
+    stack = LocalStack(console=console)
+    settings = load_settings(stack.layout.home)
+    console.print(f"[bold]sync[/bold]: {clients} clients, {rounds} rounds of on and off")
+    samples = sync_replication.run(stack, settings, clients, int(seconds), rounds,
+                                   say=console.print)  # fmt: skip
+    out = stack.layout.home / "bench"
+    out.mkdir(exist_ok=True)
+    (out / f"sync-{time.strftime('%Y%m%d-%H%M%S')}.json").write_text(
+        json.dumps([asdict(s) for s in samples], indent=2)
+    )
+    return markdown_table(
+        ["emit driver", "sync on /s", "sync off /s", "on ÷ off", "on p50/p99 ms",
+         "off p50/p99 ms"],
+        sync_replication.table_rows(samples),
+    )  # fmt: skip
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m benchmarks")
     parser.add_argument(
@@ -437,7 +457,8 @@ def main() -> None:
         nargs="*",
         default=["emit", "relay", "tracker", "consumer", "effects", "audit"],
         help="benchmarks to run: emit, relay, tracker, consumer, effects, audit; "
-        "compare (PostgreSQL beside the DynamoDB design) runs only when named",
+        "compare (PostgreSQL beside the DynamoDB design) and sync (synchronous replication's "
+        "cost, on a clustered stack home) run only when named",
     )
     parser.add_argument("--rows", type=int, default=1_000_000, help="relay backlog rows")
     parser.add_argument("--rate", type=float, default=1000.0, help="emits/s for relay latency")
@@ -470,6 +491,7 @@ def main() -> None:
                         help="compare: USD per million DynamoDB read request units")  # fmt: skip
     parser.add_argument("--gb-month-price", type=float, default=Prices.gb_month,
                         help="compare: USD per GB-month of DynamoDB storage")  # fmt: skip
+    parser.add_argument("--rounds", type=int, default=3, help="sync: rounds of on and off")
     args = parser.parse_args()
     counts = [int(c) for c in args.clients.split(",")]
     if "emit" in args.which:
@@ -499,6 +521,10 @@ def main() -> None:
         prices = Prices(args.write_price, args.read_price, args.gb_month_price)
         table = bench_compare(args.compare_documents, args.seconds, args.reads, prices)
         console.print("\n[bold]PostgreSQL (measured) beside the DynamoDB design (modelled)[/bold]")
+        print(table)
+    if "sync" in args.which:
+        table = bench_sync(max(counts), args.seconds, args.rounds)
+        console.print("\n[bold]Strict synchronous replication: emits with and without[/bold]")
         print(table)
     if "audit" in args.which:
         table = bench_audit([int(n) for n in args.audit_sizes.split(",")])

@@ -35,6 +35,8 @@ def _env(url: str, database: str = DATABASE) -> dict[str, str]:
         "PGUSER": str(parts["user"]),
         "PGPASSWORD": str(parts["password"]),
         "PGDATABASE": database,
+        # A cluster's URL names every node: pgbench must find the primary too.
+        "PGTARGETSESSIONATTRS": str(parts.get("target_session_attrs", "any")),
     }
 
 

@@ -313,6 +313,33 @@ class Cluster:
             raise StackError(f"no new primary after {timeout_s:.0f} s (still {found[0]})")
         return str(found[0])
 
+    def set_synchronous(self, on: bool, superuser_url: str, timeout_s: float = 60) -> None:
+        """Strict synchronous replication on or off (Patroni's dynamic configuration),
+        waiting until the primary runs with it: for measuring what it costs."""
+        import psycopg
+
+        leader = self.leader()
+        if leader is None:
+            raise StackError("the cluster has no primary now")
+        node = self.node(leader)
+        response = httpx.patch(
+            f"{node.rest_url()}/config",
+            json={"synchronous_mode": on, "synchronous_mode_strict": on},
+            auth=(REST_ROLE, node.state.secrets.replication),
+            timeout=30,
+        )
+        if response.status_code != 200:
+            raise StackError(f"Patroni refused the configuration: {response.text.strip()}")
+
+        def applied() -> bool:
+            with psycopg.connect(superuser_url, autocommit=True, connect_timeout=5) as conn:
+                row = conn.execute("SHOW synchronous_standby_names").fetchone()
+            return bool(row and row[0]) == on
+
+        if not wait_until(applied, timeout_s, 0.5):
+            raise StackError(f"synchronous replication still {'off' if on else 'on'} after "
+                             f"{timeout_s:.0f} s")  # fmt: skip
+
     def wait_writable(self, url: str, timeout_s: float) -> float:
         """Seconds until ``url`` (every node, read-write) accepts a connection."""
         import psycopg
