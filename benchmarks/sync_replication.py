@@ -1,10 +1,14 @@
-"""What strict synchronous replication costs: emits with and without the standby's ack.
+"""What strict synchronous replication costs: emits with the standby's ack, without it,
+and with no standby at all.
 
 Run against a clustered stack home (``handoff stack up --pg-nodes 2``). The
 same emit loads (pgbench's C client running the emit function, and the
-Python emitter the product uses) run with Patroni's strict synchronous mode
-on and off, alternating (on, off, off, on, ...) so that a machine that slows
-during the run does not favour one side. Sync is left on at the end.
+Python emitter the product uses) run in three modes: ``sync`` (Patroni's
+strict synchronous mode, as the stack runs), ``async`` (the standby streams
+but no commit waits for it) and ``alone`` (the standby stopped: one server,
+as before the cluster). The order turns round every round so that a machine
+that slows during the run does not favour one mode. The cluster is left as
+it was found: both nodes up, strict synchronous mode on.
 """
 
 from __future__ import annotations
@@ -18,11 +22,14 @@ from benchmarks.tenants import remove_tenant
 from handoff.core.errors import StackError
 from handoff.core.settings import HandoffSettings
 from handoff.stack.local import LocalStack
+from handoff.stack.procs import wait_until
+
+MODES = ("sync", "async", "alone")
 
 
 @dataclass
 class Sample:
-    synchronous: bool
+    mode: str
     driver: str
     per_s: float
     p50_ms: float
@@ -43,39 +50,64 @@ def run(
     tenant = f"bench-sync-{uuid.uuid4().hex[:8]}"
     tokens = emit.register_owners(settings.database_url, tenant)
     samples: list[Sample] = []
-    order = [on for r in range(rounds) for on in ((True, False) if r % 2 == 0 else (False, True))]
+    order = [m for r in range(rounds) for m in (MODES if r % 2 == 0 else MODES[::-1])]
     try:
-        for on in order:
-            cluster.set_synchronous(on, superuser)
+        for mode in order:
+            _enter(stack, mode, superuser)
             pg = emit_pgbench.run(settings.database_url, tenant, tokens, "uniform", clients,
                                   seconds)  # fmt: skip
             py = emit.run(settings.database_url, tokens, "uniform", clients, seconds)
-            samples += [Sample(on, "pgbench", pg.tps, pg.p50_ms, pg.p99_ms),
-                        Sample(on, "python", py.accepted_per_s, py.p50_ms, py.p99_ms)]  # fmt: skip
+            samples.append(Sample(mode, "pgbench", pg.tps, pg.p50_ms, pg.p99_ms))
+            samples.append(Sample(mode, "python", py.accepted_per_s, py.p50_ms, py.p99_ms))
             if callable(say):
-                say(f"  sync {'on ' if on else 'off'}: pgbench {pg.tps:,.0f}/s p99 "
-                    f"{pg.p99_ms:.1f} ms; python {py.accepted_per_s:,.0f}/s p99 "
-                    f"{py.p99_ms:.1f} ms")  # fmt: skip
+                say(f"  {mode:>5}: pgbench {pg.tps:,.0f}/s p99 {pg.p99_ms:.1f} ms; "
+                    f"python {py.accepted_per_s:,.0f}/s p99 {py.p99_ms:.1f} ms")  # fmt: skip
     finally:
-        cluster.set_synchronous(True, superuser)
+        _enter(stack, "sync", superuser)
         remove_tenant(settings.database_url, tenant, tokens)
     return samples
 
 
+def _standbys(stack: LocalStack) -> list[str]:
+    assert stack.cluster is not None
+    return [m.name for m in stack.cluster.members() if m.role != "leader"]
+
+
+def _enter(stack: LocalStack, mode: str, superuser: str) -> None:
+    """Put the cluster in ``mode``: every node up for sync and async, standbys down alone."""
+    cluster = stack.cluster
+    assert cluster is not None
+    if mode == "alone":
+        cluster.set_synchronous(False, superuser)  # strict mode would stop writes
+        stack.down(_standbys(stack))
+        return
+    stopped = [node.name for node in cluster.nodes if node.pid() is None]
+    if stopped:
+        stack.up(stopped)
+        streaming = lambda: (
+            all(  # noqa: E731
+                m.state == "streaming" for m in cluster.members() if m.role != "leader"
+            )
+            and len(cluster.members()) == len(cluster.nodes)
+        )
+        if not wait_until(streaming, 120, 0.5):
+            raise StackError("a standby did not stream again within 120 s")
+    cluster.set_synchronous(mode == "sync", superuser)
+
+
 def table_rows(samples: list[Sample]) -> list[list[object]]:
-    """Medians per driver: with the standby, without, and the ratio."""
+    """Medians per driver and mode, with each mode's rate against the lone server's."""
     rows: list[list[object]] = []
     for driver in ("pgbench", "python"):
 
-        def median(on: bool, field: str, d: str = driver) -> float:
+        def median(mode: str, field: str, d: str = driver) -> float:
             return statistics.median(
-                getattr(s, field) for s in samples if s.driver == d and s.synchronous == on
+                getattr(s, field) for s in samples if s.driver == d and s.mode == mode
             )
 
-        on_rate, off_rate = median(True, "per_s"), median(False, "per_s")
-        rows.append([
-            driver, f"{on_rate:,.0f}", f"{off_rate:,.0f}", f"{on_rate / off_rate:.2f}x",
-            f"{median(True, 'p50_ms'):.2f} / {median(True, 'p99_ms'):.2f}",
-            f"{median(False, 'p50_ms'):.2f} / {median(False, 'p99_ms'):.2f}",
-        ])  # fmt: skip
+        alone = median("alone", "per_s")
+        for mode in MODES:
+            rate = median(mode, "per_s")
+            latency = f"{median(mode, 'p50_ms'):.2f} / {median(mode, 'p99_ms'):.2f}"
+            rows.append([driver, mode, f"{rate:,.0f}", f"{rate / alone:.2f}x", latency])
     return rows
