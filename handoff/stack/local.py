@@ -126,6 +126,12 @@ class LocalStack:
 
     def up(self, parts: Iterable[str] | None = None) -> list[PartStatus]:
         selected = [self.part(name) for name in (self.standing if parts is None else parts)]
+        if self.cluster is not None and any(p in self.database_parts for p in selected):
+            # A cluster's database starts as a whole: in strict synchronous mode a
+            # primary without its standby takes no commit, so a node alone would hang
+            # the role bootstrap (and every write) until the others came.
+            selected = [*self.database_parts,
+                        *(p for p in selected if p not in self.database_parts)]  # fmt: skip
         self.layout.ensure_dirs()
         began = time.monotonic()
         for part in selected:

@@ -142,3 +142,26 @@ def test_a_cluster_member_says_its_role_timeline_and_lag() -> None:
         {"name": "postgres-2", "role": "replica", "state": "stopped", "lag": "unknown"}
     )
     assert lost.describe() == "replica, stopped, lag unknown"
+
+
+def test_a_cluster_database_part_asked_for_alone_brings_the_whole_database(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from rich.console import Console
+
+    from handoff.stack.local import LocalStack
+
+    settings = StackSettings(home=tmp_path / "h", cache_dir=tmp_path / "c", pg_nodes=2)
+    stack = LocalStack(settings, Console())
+    prepared: list[str] = []
+
+    def stop_after_prepare(part: object) -> None:
+        prepared.append(part.name)  # type: ignore[attr-defined]
+        if len(prepared) == len(stack.database_parts) + 1:
+            raise RuntimeError("enough")
+
+    for part in stack.parts:
+        monkeypatch.setattr(part, "prepare", lambda p=part: stop_after_prepare(p))
+    with pytest.raises(RuntimeError, match="enough"):
+        stack.up(["postgres-2", "registry"])
+    assert prepared == ["zookeeper", "postgres", "postgres-2", "registry"]
