@@ -12,6 +12,7 @@ stopped when its tests are done, so no cluster outlives the tests.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import TypeVar
 
 import psutil
 import psycopg
@@ -30,6 +31,7 @@ from tests.consumer_apps import EFFECTS_DDL
 from tests.fix_stack import point_home_at
 
 BROKERS = 3
+_Cluster = TypeVar("_Cluster", "KafkaCluster", "PostgresCluster")
 
 
 class KafkaCluster:
@@ -81,16 +83,7 @@ def kafka_cluster(
     home = tmp_path_factory.mktemp("kafka-cluster")
     settings = StackSettings(home=home, cache_dir=local_stack.settings.cache_dir, brokers=BROKERS)
     stack = LocalStack(settings, console=local_stack.console)
-    cluster = KafkaCluster(stack, migrated)
-    try:
-        cluster.up()
-    except StackError as exc:
-        stack.down()
-        pytest.fail(f"the three-broker cluster did not come up: {exc}", pytrace=False)
-    try:
-        yield cluster
-    finally:
-        stack.down()
+    yield from _running(stack, KafkaCluster(stack, migrated), "the three-broker cluster")
 
 
 class PostgresCluster:
@@ -160,12 +153,16 @@ def pg_cluster(
         home=home, cache_dir=local_stack.settings.cache_dir, pg_nodes=2, brokers=BROKERS
     )
     stack = LocalStack(settings, console=local_stack.console)
-    cluster = PostgresCluster(stack)
+    yield from _running(stack, PostgresCluster(stack), "the clustered stack")
+
+
+def _running(stack: LocalStack, cluster: _Cluster, what: str) -> Iterator[_Cluster]:
+    """The cluster up for its tests and stopped after them, or the tests failed."""
     try:
         cluster.up()
     except StackError as exc:
         stack.down()
-        pytest.fail(f"the clustered stack did not come up: {exc}", pytrace=False)
+        pytest.fail(f"{what} did not come up: {exc}", pytrace=False)
     try:
         yield cluster
     finally:
