@@ -18,6 +18,7 @@ import time
 import uuid
 from typing import Any
 
+import httpx
 import psycopg
 import pytest
 
@@ -85,6 +86,12 @@ def _registry_writes(url: str) -> bool:
     return True
 
 
+def _registry_reads(url: str) -> bool:
+    """A fresh client (nothing cached) reads the first schema the relays registered."""
+    answer = httpx.get(f"{url}/schemas/ids/1", timeout=5)
+    return answer.status_code == 200 and "schema" in answer.json()
+
+
 def _on_primary(url: str, query: str, *args: Any) -> list[tuple[Any, ...]]:
     """One query on whichever node is primary now (a fresh session: the last one may be gone)."""
     with psycopg.connect(url, autocommit=True, connect_timeout=5) as conn:
@@ -129,12 +136,17 @@ def test_the_primary_lost_mid_stream_loses_no_acknowledged_write_and_doubles_not
     assert wait_until(lambda: effects_now() >= 30, 90, 0.3), "the pipeline did not flow"
     lost = pg_cluster.crash_primary()
     created_at_crash = len(generator.receipts)
+    # The registry stores in the cluster too: a schema it never served to this client
+    # is read from the new primary at once (its pool drops connections to the dead one).
+    assert wait_until(lambda: _registry_reads(settings.schema_registry_url), 10, 0.5), (
+        "the schema registry served no schema after the failover"
+    )
     # Strict synchronous mode: the new primary takes no commit until a standby
     # has it too, so the lost node is brought back (it rejoins with pg_rewind).
     pg_cluster.rejoin(lost)
     assert pg_cluster.timeline() > timeline, "no promotion happened"
-    # The registry stores in the cluster too: it takes a new schema on the new primary.
-    assert wait_until(lambda: _registry_writes(settings.schema_registry_url), 60, 1.0), (
+    # ... and takes a new schema once the new primary commits.
+    assert wait_until(lambda: _registry_writes(settings.schema_registry_url), 30, 1.0), (
         "the schema registry took no new schema after the failover"
     )
 
