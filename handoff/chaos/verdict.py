@@ -26,8 +26,9 @@ import psycopg
 
 from handoff.chaos.pipeline import PAID_VERSION
 from handoff.consumers.decoding import Decoder, reader_schema
-from handoff.consumers.event import Position
+from handoff.consumers.event import Event, Position
 from handoff.core import kafka
+from handoff.core.errors import Unavailable
 from handoff.core.models import Receipt
 from handoff.core.settings import HandoffSettings
 from handoff.operate.audit import audit
@@ -225,6 +226,18 @@ def _charges(
     verdict.doubled += sum(n - 1 for n in succeeded.values() if n > 1)
 
 
+def _decoded(decoder: Decoder, value: bytes | None, where: Position) -> Event:
+    """Decode, waiting out a registry that is briefly away (as a consumer does)."""
+    for attempt in range(60):
+        try:
+            return decoder.decode(value, where)
+        except Unavailable:
+            if attempt == 59:
+                raise
+            time.sleep(1.0)
+    raise AssertionError("unreachable")
+
+
 def _topic(
     settings: HandoffSettings, topic: str, tenant: str, last: dict[str, int], verdict: Verdict,
     timeout_s: float = 180.0,
@@ -253,8 +266,7 @@ def _topic(
                     if error.code() == KafkaError._PARTITION_EOF:
                         ended.add(partition)
                     continue
-                where = Position(topic, partition, offset)
-                event = decoder.decode(msg.value(), where)
+                event = _decoded(decoder, msg.value(), Position(topic, partition, offset))
                 if event.tenant_id != tenant:
                     continue
                 versions = seen.setdefault(event.document_id, [])

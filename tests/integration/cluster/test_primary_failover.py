@@ -88,7 +88,10 @@ def _registry_writes(url: str) -> bool:
 
 def _registry_reads(url: str) -> bool:
     """A fresh client (nothing cached) reads the first schema the relays registered."""
-    answer = httpx.get(f"{url}/schemas/ids/1", timeout=5)
+    try:
+        answer = httpx.get(f"{url}/schemas/ids/1", timeout=5)
+    except httpx.HTTPError:
+        return False
     return answer.status_code == 200 and "schema" in answer.json()
 
 
