@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import signal
+import sys
 from typing import Annotated
 
 import typer
@@ -44,6 +46,9 @@ def chaos(
         kinds=tuple(k.strip() for k in kinds.split(",") if k.strip()),
         drain_timeout_s=drain_timeout,
     )  # fmt: skip
+    # SIGTERM ends the run as Ctrl-C does: the supervised processes are stopped
+    # (the run's finally), not left behind.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     home = default_home()
     stack = LocalStack(StackSettings(home=home), console=console)
     report = run_chaos(plan, stack, load_settings(home), console)
