@@ -31,7 +31,7 @@ from handoff.core import kafka
 from handoff.core.errors import Unavailable
 from handoff.core.models import Receipt
 from handoff.core.settings import HandoffSettings
-from handoff.operate.audit import audit
+from handoff.operate.audit import audit, handoff_key
 
 CHUNK = 1000
 
@@ -118,7 +118,7 @@ def judge(
         _quarantine_and_effects(conn, tenant, poison, verdict)
         conn.commit()
         say("checking charges at the provider…")
-        _charges(conn, tenant, sandbox_url, poison, verdict)
+        _charges(conn, tenant, sandbox_url, verdict)
         conn.commit()
         say("running handoff audit --provider pay=…")
         report = audit(conn, tenant=tenant, providers={"pay": sandbox_url})
@@ -195,35 +195,48 @@ def _quarantine_and_effects(
 
 
 def _charges(
-    conn: psycopg.Connection[Any], tenant: str, sandbox_url: str, poison: set[str],
-    verdict: Verdict,
-) -> None:  # fmt: skip
-    """The provider's own record against the ledger: one charge per succeeded intent."""
-    succeeded = Counter(
-        str(doc) for (doc,) in _rows(
+    conn: psycopg.Connection[Any], tenant: str, sandbox_url: str, verdict: Verdict
+) -> None:
+    """The provider's own record against the ledger: one charge per paid document.
+
+    A charge is this run's when its idempotency key is one of this tenant's intents;
+    another tenant's charge (a provider is shared, document ids repeat across runs)
+    is not counted, and a charge under a Handoff key that no intent has is a breach."""
+    ours = {
+        str(key): (str(doc), str(state)) for key, doc, state in _rows(
             conn,
-            "SELECT document_id FROM handoff.effect_intents"
-            " WHERE tenant_id = %s AND state = 'succeeded'",
+            "SELECT idempotency_key, document_id, state FROM handoff.effect_intents"
+            " WHERE tenant_id = %s",
             tenant,
         )
-    )  # fmt: skip
+    }  # fmt: skip
+    succeeded = Counter(doc for doc, state in ours.values() if state == "succeeded")
     charged: Counter[str] = Counter()
-    after = "0"
+    strangers: list[str] = []
+    shape = handoff_key("pay")
     with httpx.Client(base_url=sandbox_url, timeout=30) as http:
+        after: str | None = "0"
         while after is not None:
             page = http.get("/v1/payments", params={"limit": 1000, "after": after}).json()
             for payment in page["payments"]:
-                if payment["status"] == "succeeded":
-                    charged[payment["reference"]] += 1
+                key = payment["idempotencyKey"]
+                if payment["status"] != "succeeded":
+                    continue
+                if key in ours:
+                    charged[ours[key][0]] += 1
+                elif shape.fullmatch(key):
+                    strangers.append(key)
             after = page["next"]
-    for doc, times in charged.items():
-        if doc not in succeeded:
-            # Another run's documents share the provider only in a user's own setup.
-            if doc.startswith("invoice-"):
-                verdict.charged_without_intent += 1
-        elif times > 1:
-            verdict.doubled += times - 1
+    for start in range(0, len(strangers), CHUNK):
+        chunk = strangers[start : start + CHUNK]
+        row = conn.execute(
+            "SELECT count(*) FROM handoff.effect_intents WHERE idempotency_key = ANY(%s)",
+            (chunk,),
+        ).fetchone()
+        verdict.charged_without_intent += len(chunk) - int(row[0] if row else 0)
+    verdict.doubled += sum(n - 1 for n in charged.values() if n > 1)
     verdict.doubled += sum(n - 1 for n in succeeded.values() if n > 1)
+    verdict.charged_without_intent += sum(1 for doc in charged if doc not in succeeded)
 
 
 def _decoded(decoder: Decoder, value: bytes | None, where: Position) -> Event:

@@ -173,6 +173,8 @@ def _provider_check(
                 finding.add({"reference": reference, "problem": f"provider: {exc}"}, keep)
                 continue
             recorded = {i["provider_ref"] for i in intents}
+            if params.get("tenant") is not None and len(paid) != len(intents):
+                paid = _without_other_tenants(conn, effect, paid, params["tenant"], recorded)
             at_provider = [p["id"] for p in paid]
             if len(at_provider) != len(intents) or set(at_provider) != recorded:
                 finding.add(
@@ -186,6 +188,22 @@ def _provider_check(
         provider.close()
     finding.seconds = time.perf_counter() - clock
     return finding
+
+
+def _without_other_tenants(
+    conn: psycopg.Connection[Any], effect: str, paid: list[dict[str, Any]], tenant: str,
+    recorded: set[Any],
+) -> list[dict[str, Any]]:  # fmt: skip
+    """The payments of one reference less those another tenant's intents made: tenants
+    share a provider, and two tenants' documents may carry the same reference
+    (both have an invoice-42); a tenant's audit must not count the other's charge."""
+    keys = [p["idempotencyKey"] for p in paid if p["id"] not in recorded]
+    if not keys:
+        return paid
+    with translated(), conn.cursor(row_factory=dict_row) as cur:
+        cur.execute(q.INTENTS_BY_KEY, {"effect": effect, "keys": keys})
+        theirs = {r["idempotency_key"] for r in cur if r["tenant_id"] != tenant}
+    return [p for p in paid if p["idempotencyKey"] not in theirs]
 
 
 def handoff_key(effect: str) -> re.Pattern[str]:

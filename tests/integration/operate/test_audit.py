@@ -131,6 +131,30 @@ def test_the_provider_check_finds_a_second_charge(
     )
 
 
+def test_the_provider_check_does_not_count_another_tenants_charge_of_the_same_reference(
+    story: str, admin: psycopg.Connection[Any], sandbox: SandboxProcess
+) -> None:
+    """Two tenants share the provider and both have an inv-2: each paid once under its
+    own intent's key. A tenant's audit counts its own charge only (a chaos run saw the
+    other tenant's charge counted as a double)."""
+    other = f"t-{uuid.uuid4().hex[:10]}"
+    reference = f"inv-2-{uuid.uuid4().hex[:6]}"
+    request = {"amount": 700, "currency": "EUR", "reference": reference}
+    provider = SandboxPayments(sandbox.url)
+    try:
+        for tenant in (story, other):
+            key = _handoff_key()
+            paid = provider.submit(key, request)
+            _intent(admin, tenant, key, request, "succeeded", paid.reference)
+        provider.submit(f"key-{uuid.uuid4()}", request)  # and a true double, no intent
+    finally:
+        provider.close()
+    code, report = _report(story, "--provider", f"pay={sandbox.url}")
+    (row,) = next(c["rows"] for c in report["checks"] if c["check"] == "effects:pay")
+    assert code == 1 and "1 succeeded in Handoff, 2 at the provider" in row["problem"], row
+    assert len(row["at_provider"]) == 2  # its own and the keyless one, not the other tenant's
+
+
 def _handoff_key() -> str:
     """An idempotency key of the shape Handoff gives a consumer's effect."""
     return f"billing.pay.{uuid.uuid4().hex}"
