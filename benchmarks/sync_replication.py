@@ -84,12 +84,14 @@ def _enter(stack: LocalStack, mode: str, superuser: str) -> None:
     stopped = [node.name for node in cluster.nodes if node.pid() is None]
     if stopped:
         stack.up(stopped)
-        streaming = lambda: (
-            all(  # noqa: E731
-                m.state == "streaming" for m in cluster.members() if m.role != "leader"
+
+        def streaming() -> bool:
+            members = cluster.members()
+            followers = [m for m in members if m.role != "leader"]
+            return len(members) == len(cluster.nodes) and all(
+                m.state == "streaming" for m in followers
             )
-            and len(cluster.members()) == len(cluster.nodes)
-        )
+
         if not wait_until(streaming, 120, 0.5):
             raise StackError("a standby did not stream again within 120 s")
     cluster.set_synchronous(mode == "sync", superuser)
