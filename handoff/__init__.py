@@ -10,6 +10,9 @@ Subpackages follow DESIGN.md's layout, each importing only what is below it:
 - ``rehearsal``, ``samples``, ``sandbox``: ``core`` and ``consumers`` (the
   rehearsal also the relay's schema registration).
 - ``dynamo`` (the AWS twin): ``core``, ``relay`` and ``operate``.
+- ``chaos`` (kills under load, then the proof): ``core``, ``consumers`` (to read
+  the topic back), ``operate`` (the audit), ``stack`` (the nodes it kills) and
+  ``deploy`` (the supervisor that runs the pipeline).
 - ``cli`` (the ``handoff`` command and its composition root): all of the above;
   nothing imports it. The demo's setup there uses ``samples``.
 

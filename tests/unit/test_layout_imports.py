@@ -22,7 +22,9 @@ ALLOWED: dict[str, set[str]] = {
     "sandbox": {"core", "consumers"},
     "dynamo": {"core", "relay", "operate"},
     "migrations": {"core"},
+    "chaos": {"core", "consumers", "operate", "stack", "deploy"},
     "cli": {
+        "chaos",
         "core",
         "relay",
         "consumers",
