@@ -112,14 +112,7 @@ class PostgresCluster:
         """SIGKILL the primary (Patroni and PostgreSQL); return it once a standby leads."""
         lost = self.primary()
         lost.crash()
-
-        def promoted() -> bool:
-            try:
-                return self.cluster.leader() not in (None, lost.name)
-            except StackError:
-                return False
-
-        assert wait_until(promoted, timeout_s, 0.5), f"no standby promoted after {timeout_s} s"
+        self.cluster.wait_new_leader(lost.name, timeout_s)
         return lost
 
     def rejoin(self, node: PatroniNode, timeout_s: float = 120) -> None:

@@ -26,7 +26,6 @@ from handoff.core.errors import StackError
 from handoff.core.kafka import admin
 from handoff.deploy.supervisor import Child, Supervisor
 from handoff.stack.local import LocalStack
-from handoff.stack.procs import wait_until
 
 log = logging.getLogger("handoff.chaos")
 
@@ -118,17 +117,9 @@ class Killer:
         began = time.monotonic()
         lost.crash()
         self._note(f"killed the primary {lost.name} (Patroni and PostgreSQL, SIGKILL)")
-
-        def promoted() -> bool:
-            try:
-                return cluster.leader() not in (None, lost.name)
-            except StackError:
-                return False
-
-        if not wait_until(promoted, 120, 0.5):
-            raise StackError("no standby was promoted within 120 s of the primary's loss")
+        promoted = cluster.wait_new_leader(lost.name, 120)
         took = time.monotonic() - began
         self.figures.failovers += 1
         self.figures.failover_s.append(took)
-        self._note(f"{cluster.leader()} promoted {took:.1f} s after the loss; {lost.name} rejoins")
+        self._note(f"{promoted} promoted {took:.1f} s after the loss; {lost.name} rejoins")
         self.stack.up([lost.name])

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import random
 from dataclasses import dataclass, field
 
@@ -43,7 +44,7 @@ class ChaosPlan:
             )
         if plan.duration_s < 10 or plan.rate <= 0 or plan.every_s <= 0:
             raise ConfigurationError("--for must be at least 10 s, --rate and --every above 0")
-        return cls(**{**plan.__dict__, "kills": plan.schedule()})
+        return dataclasses.replace(plan, kills=plan.schedule())
 
     @property
     def documents(self) -> int:

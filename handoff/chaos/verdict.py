@@ -21,12 +21,13 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-import httpx
 import psycopg
 
+from handoff.chaos import verdict_sql as q
 from handoff.chaos.pipeline import PAID_VERSION
 from handoff.consumers.decoding import Decoder, reader_schema
 from handoff.consumers.event import Event, Position
+from handoff.consumers.providers import SandboxPayments
 from handoff.core import kafka
 from handoff.core.errors import Unavailable
 from handoff.core.models import Receipt
@@ -89,18 +90,7 @@ def _rows(conn: psycopg.Connection[Any], sql: str, *params: Any) -> Iterator[tup
 
 def drained(conn: psycopg.Connection[Any], tenant: str, poison: set[str]) -> bool:
     """Every document final (paid, or poison quarantined), nothing pending anywhere."""
-    row = conn.execute(
-        "SELECT"
-        " (SELECT count(*) FROM handoff.document_state WHERE tenant_id = %(t)s"
-        "   AND owner IS NOT NULL AND NOT document_id = ANY(%(p)s)),"
-        " (SELECT count(*) FROM handoff.outbox WHERE tenant_id = %(t)s"
-        "   AND published_at IS NULL),"
-        " (SELECT count(*) FROM handoff.effect_intents WHERE tenant_id = %(t)s"
-        "   AND state NOT IN ('succeeded', 'failed')),"
-        " (SELECT count(DISTINCT document_id) FROM handoff.quarantine WHERE tenant_id = %(t)s"
-        "   AND status IN ('open', 'retry'))",
-        {"t": tenant, "p": list(poison)},
-    ).fetchone()
+    row = conn.execute(q.DRAIN_STATE, {"t": tenant, "p": list(poison)}).fetchone()
     assert row is not None
     owned, pending, effects, quarantined = (int(v) for v in row)
     return owned == 0 and pending == 0 and effects == 0 and quarantined >= len(poison)
@@ -134,14 +124,16 @@ def _receipts(
     conn: psycopg.Connection[Any], tenant: str, receipts: dict[str, Receipt], verdict: Verdict
 ) -> None:
     ids = [r.event_id for r in receipts.values()]
-    for start in range(0, len(ids), CHUNK):
-        chunk = ids[start : start + CHUNK]
-        row = conn.execute(
-            "SELECT count(*) FROM handoff.document_history"
-            " WHERE tenant_id = %s AND event_id = ANY(%s)",
-            (tenant, chunk),
-        ).fetchone()
-        verdict.lost += len(chunk) - int(row[0] if row else 0)
+    verdict.lost += len(ids) - _found(conn, q.STORED_EVENTS, ids, tenant)
+
+
+def _found(conn: psycopg.Connection[Any], sql: str, values: list[str], *lead: Any) -> int:
+    """How many of ``values`` a counting statement finds, asked a chunk at a time."""
+    found = 0
+    for start in range(0, len(values), CHUNK):
+        row = conn.execute(sql, (*lead, values[start : start + CHUNK])).fetchone()
+        found += int(row[0] if row else 0)
+    return found
 
 
 def _states(
@@ -149,12 +141,7 @@ def _states(
 ) -> dict[str, int]:
     """Final states and gapless versions; returns each document's last version."""
     last: dict[str, int] = {}
-    for doc, owner, status, version in _rows(
-        conn,
-        "SELECT document_id, owner, status, version FROM handoff.document_state"
-        " WHERE tenant_id = %s AND run_id = 1",
-        tenant,
-    ):
+    for doc, owner, status, version in _rows(conn, q.STATES, tenant):
         last[doc] = int(version)
         final = (
             (owner, version) == ("routing", 1)
@@ -163,12 +150,7 @@ def _states(
         )
         if not final:
             verdict.unpaid.append(f"{doc} ({owner}, {status}, v{version})")
-    for doc, count, low, high in _rows(
-        conn,
-        "SELECT document_id, count(DISTINCT version), min(version), max(version)"
-        " FROM handoff.document_history WHERE tenant_id = %s AND run_id = 1 GROUP BY 1",
-        tenant,
-    ):
+    for doc, count, low, high in _rows(conn, q.VERSION_SPANS, tenant):
         if (low, high, count) != (1, last.get(doc), high):
             verdict.gaps.append(doc)
     return last
@@ -177,20 +159,10 @@ def _states(
 def _quarantine_and_effects(
     conn: psycopg.Connection[Any], tenant: str, poison: set[str], verdict: Verdict
 ) -> None:
-    held = {
-        doc for (doc,) in conn.execute(
-            "SELECT DISTINCT document_id FROM handoff.quarantine"
-            " WHERE tenant_id = %s AND status IN ('open', 'retry')",
-            (tenant,),
-        )
-    }  # fmt: skip
+    held = {doc for (doc,) in conn.execute(q.QUARANTINED, (tenant,))}
     verdict.unexpected_quarantine = sorted(str(d) for d in held - poison)
     verdict.poison_not_quarantined = sorted(poison - held)
-    row = conn.execute(
-        "SELECT count(*) FROM handoff.effect_intents WHERE tenant_id = %s"
-        " AND (state NOT IN ('succeeded', 'failed') OR reconciliation = 'unresolved')",
-        (tenant,),
-    ).fetchone()
+    row = conn.execute(q.UNSETTLED_EFFECTS, (tenant,)).fetchone()
     verdict.unresolved_effects = int(row[0] if row else 0)
 
 
@@ -202,38 +174,24 @@ def _charges(
     A charge is this run's when its idempotency key is one of this tenant's intents;
     another tenant's charge (a provider is shared, document ids repeat across runs)
     is not counted, and a charge under a Handoff key that no intent has is a breach."""
-    ours = {
-        str(key): (str(doc), str(state)) for key, doc, state in _rows(
-            conn,
-            "SELECT idempotency_key, document_id, state FROM handoff.effect_intents"
-            " WHERE tenant_id = %s",
-            tenant,
-        )
-    }  # fmt: skip
+    ours = {str(key): (str(doc), str(state)) for key, doc, state in _rows(conn, q.INTENTS, tenant)}
     succeeded = Counter(doc for doc, state in ours.values() if state == "succeeded")
     charged: Counter[str] = Counter()
     strangers: list[str] = []
     shape = handoff_key("pay")
-    with httpx.Client(base_url=sandbox_url, timeout=30) as http:
-        after: str | None = "0"
-        while after is not None:
-            page = http.get("/v1/payments", params={"limit": 1000, "after": after}).json()
-            for payment in page["payments"]:
-                key = payment["idempotencyKey"]
-                if payment["status"] != "succeeded":
-                    continue
-                if key in ours:
-                    charged[ours[key][0]] += 1
-                elif shape.fullmatch(key):
-                    strangers.append(key)
-            after = page["next"]
-    for start in range(0, len(strangers), CHUNK):
-        chunk = strangers[start : start + CHUNK]
-        row = conn.execute(
-            "SELECT count(*) FROM handoff.effect_intents WHERE idempotency_key = ANY(%s)",
-            (chunk,),
-        ).fetchone()
-        verdict.charged_without_intent += len(chunk) - int(row[0] if row else 0)
+    provider = SandboxPayments(sandbox_url, timeout_s=30)
+    try:
+        for payment in provider.every_payment(page=1000):
+            key = payment["idempotencyKey"]
+            if payment["status"] != "succeeded":
+                continue
+            if key in ours:
+                charged[ours[key][0]] += 1
+            elif shape.fullmatch(key):
+                strangers.append(key)
+    finally:
+        provider.close()
+    verdict.charged_without_intent += len(strangers) - _found(conn, q.KNOWN_KEYS, strangers)
     verdict.doubled += sum(n - 1 for n in charged.values() if n > 1)
     verdict.doubled += sum(n - 1 for n in succeeded.values() if n > 1)
     verdict.charged_without_intent += sum(1 for doc in charged if doc not in succeeded)

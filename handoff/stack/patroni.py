@@ -300,14 +300,19 @@ class Cluster:
         response = self.node(before)._post(f"/{how}", body)
         if response.status_code != 200:
             raise StackError(f"Patroni refused the {how}: {response.text.strip()}")
+        return self.wait_new_leader(before, timeout_s)
+
+    def wait_new_leader(self, old: str, timeout_s: float) -> str:
+        """The name of the node that leads once ``old`` no longer does (a switchover,
+        or a standby promoted after ``old`` was lost); StackError after ``timeout_s``."""
         found: list[str | None] = [None]
 
         def moved() -> bool:
             try:
                 found[0] = self.leader()
-            except StackError:
+            except StackError:  # no node answers for a moment
                 return False
-            return found[0] not in (None, before)
+            return found[0] not in (None, old)
 
         if not wait_until(moved, timeout_s, interval_s=0.5):
             raise StackError(f"no new primary after {timeout_s:.0f} s (still {found[0]})")
