@@ -17,6 +17,7 @@ from benchmarks import (
     effects,
     emit,
     emit_pgbench,
+    hop,
     pgbench,
     relay,
     sync_replication,
@@ -340,6 +341,7 @@ def bench_consumer(events: int, batch_size: int, rate: float, seconds: float) ->
         rate,
         seconds,
         lambda line: console.print(line, highlight=False),
+        hop.stack_pids(stack),
     )
     out = stack.layout.home / "bench"
     out.mkdir(exist_ok=True)
@@ -364,12 +366,28 @@ def bench_consumer(events: int, batch_size: int, rate: float, seconds: float) ->
          f"{r.single.per_s / r.guarded_tps:.2f}x of it ({r.concurrency} lanes: "
          f"{r.lanes.per_s / r.guarded_tps:.2f}x), it is "
          f"{r.guarded_tps / r.pgbench_tps:.2f}x the one-INSERT"],
-        [f"hop: emit commit -> next handler commit at {r.hop_rate:,.0f}/s", r.hop_rate, "",
-         f"{r.hop_rss_mb:.0f}",
-         f"p50 {r.hop_p50_ms:.1f} ms, p99 {r.hop_p99_ms:.1f} ms ({r.hop_events:,} handoffs; "
-         "target p99 <= 100 ms)"],
+        [f"hop: emit commit -> next handler commit at {r.hop.rate:,.0f}/s", r.hop.rate, "",
+         f"{r.hop.rss_mb:.0f}",
+         f"p50 {r.hop.p50_ms:.1f} ms, p99 {r.hop.p99_ms:.1f} ms ({r.hop.handoffs:,} handoffs; "
+         "target p99 <= 50 ms, p50 <= 15 ms; segments: bench hop)"],
     ]  # fmt: skip
     return markdown_table(["what", "events/s", "vs bare", "peak RSS MB", "notes"], rows)
+
+
+def bench_hop(rate: float, seconds: float, runs: int, lanes: int) -> str:
+    """The hop, ``runs`` times: total and per-segment p50/p99, CPU-ms per hop by part."""
+    stack = LocalStack(console=console)
+    settings = load_settings(stack.layout.home)
+    console.print(f"[bold]hop[/bold]: {runs} runs of {seconds:.0f} s at {rate:,.0f} handoffs/s, "
+                  f"consumer with {lanes} lane(s)")  # fmt: skip
+    measured = hop.runs(settings, stack.layout.home, rate, seconds, runs, hop.stack_pids(stack),
+                        lambda line: console.print(line, highlight=False), lanes)  # fmt: skip
+    out = stack.layout.home / "bench"
+    out.mkdir(exist_ok=True)
+    (out / f"hop-{time.strftime('%Y%m%d-%H%M%S')}.json").write_text(
+        json.dumps([asdict(r) for r in measured], indent=2)
+    )
+    return "\n\n".join(hop.tables(measured))
 
 
 def bench_effects(executor_counts: list[int], per_executor: int, latency_ms: int) -> str:
@@ -456,8 +474,9 @@ def main() -> None:
         nargs="*",
         default=["emit", "relay", "tracker", "consumer", "effects", "audit"],
         help="benchmarks to run: emit, relay, tracker, consumer, effects, audit; "
-        "compare (PostgreSQL beside the DynamoDB design) and sync (synchronous replication's "
-        "cost, on a clustered stack home) run only when named",
+        "compare (PostgreSQL beside the DynamoDB design), hop (the hop latency taken apart, "
+        "--runs times) and sync (synchronous replication's cost, on a clustered stack home) "
+        "run only when named",
     )
     parser.add_argument("--rows", type=int, default=1_000_000, help="relay backlog rows")
     parser.add_argument("--rate", type=float, default=1000.0, help="emits/s for relay latency")
@@ -491,6 +510,8 @@ def main() -> None:
     parser.add_argument("--gb-month-price", type=float, default=Prices.gb_month,
                         help="compare: USD per GB-month of DynamoDB storage")  # fmt: skip
     parser.add_argument("--rounds", type=int, default=3, help="sync: rounds of on and off")
+    parser.add_argument("--runs", type=int, default=5, help="hop: runs, each --seconds long")
+    parser.add_argument("--hop-lanes", type=int, default=1, help="hop: the consumer's lanes")
     args = parser.parse_args()
     counts = [int(c) for c in args.clients.split(",")]
     if "emit" in args.which:
@@ -508,6 +529,10 @@ def main() -> None:
     if "consumer" in args.which:
         table = bench_consumer(args.events, args.batch_size, args.hop_rate, args.seconds)
         console.print("\n[bold]Consumer[/bold]")
+        print(table)
+    if "hop" in args.which:
+        table = bench_hop(args.hop_rate, max(args.seconds, 20.0), args.runs, args.hop_lanes)
+        console.print("\n[bold]Hop: emit commit -> the next handler's commit[/bold]")
         print(table)
     if "effects" in args.which:
         table = bench_effects(

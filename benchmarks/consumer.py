@@ -10,8 +10,9 @@
 - pgbench: one client running a one-INSERT transaction on the same server,
   the floor a batch-1 consumer (one transaction per event) is compared with;
 - hop: creates paced at a steady rate with a relay and a consumer running;
-  the consumer hands each document on; latency = its handler's end (just
-  before commit) minus the event's ``occurredAt`` (the emit's transaction).
+  the consumer hands each document on; latency = its unit's commit minus
+  the event's ``occurredAt`` (the emit's transaction), taken apart by
+  segment in benchmarks/hop.py.
 
 Everything created is removed afterwards: rows, services and roles, topics.
 """
@@ -21,11 +22,9 @@ from __future__ import annotations
 import io
 import json
 import os
-import signal
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 import uuid
 from collections.abc import Callable
@@ -41,21 +40,14 @@ from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-def
 from confluent_kafka.schema_registry import SchemaRegistryClient
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
-from benchmarks import pgbench
+from benchmarks import hop, pgbench
 from benchmarks.consumer_app import EFFECTS_DDL
-from benchmarks.stats import percentile
 from benchmarks.tenants import remove_tenant
 from handoff.core.identity import Credential
 from handoff.core.services import add_service
 from handoff.core.settings import HandoffSettings
 
 Progress = Callable[[str], None]
-# The hop consumer's batch limit. A batch is what is buffered when the
-# consumer looks (one event at a time when it keeps up); the limit matters
-# when it falls behind: 10 was measured to fall behind for good on this
-# 2-core machine (the relay, the pacer, PostgreSQL and Kafka share it),
-# while 100 catches up, the units' fixed cost being shared by more events.
-HOP_BATCH = 100
 SERVICES = ("creator", "bench-batched", "bench-single", "bench-lanes", "bench-hop", "bench-next",
             "bench-pg")  # fmt: skip
 LANES = 4  # batch 1's units in flight at once in the lanes run
@@ -110,11 +102,7 @@ class ConsumerResult:
     guarded_tps: float
     guarded_p50_ms: float
     guarded_p99_ms: float
-    hop_rate: float
-    hop_events: int
-    hop_p50_ms: float
-    hop_p99_ms: float
-    hop_rss_mb: float
+    hop: hop.HopRun
 
 
 class Bench:
@@ -144,22 +132,23 @@ class Bench:
             for future in admin.delete_topics(self.topics, operation_timeout=30).values():
                 future.result(60)
 
-    def topic(self, kind: str) -> str:
+    def topic(self, kind: str, *, log_append_time: bool = False) -> str:
         name = f"bench.consumer.{kind}.{uuid.uuid4().hex[:6]}"
         admin = AdminClient({"bootstrap.servers": self.settings.kafka_bootstrap})
+        config = {"message.timestamp.type": "LogAppendTime"} if log_append_time else {}
         for future in admin.create_topics(
-            [NewTopic(name, num_partitions=6, replication_factor=1)]
+            [NewTopic(name, num_partitions=6, replication_factor=1, config=config)]
         ).values():
             future.result(30)
         self.topics.append(name)
         return name
 
-    def _as(self, name: str) -> str:
+    def as_service(self, name: str) -> str:
         cred = self.creds[name]
         return make_conninfo(self.settings.database_url, user=cred.role, password=cred.secret)
 
     def fill(self, events: int, owner: str) -> None:
-        with psycopg.connect(self._as("creator"), autocommit=True) as conn:
+        with psycopg.connect(self.as_service("creator"), autocommit=True) as conn:
             step = 5000
             for first in range(1, events + 1, step):
                 last = min(events, first + step - 1)
@@ -168,10 +157,10 @@ class Bench:
                 )
                 self.say(f"  created {last:,} documents")
 
-    def _env(self, **extra: str) -> dict[str, str]:
+    def env(self, **extra: str) -> dict[str, str]:
         return {**os.environ, "HANDOFF_HOME": str(self.home), **extra}
 
-    def _logs(self) -> Path:
+    def logs(self) -> Path:
         folder = self.home / "logs"
         folder.mkdir(parents=True, exist_ok=True)
         return folder
@@ -179,7 +168,7 @@ class Bench:
     def publish(self, topic: str) -> None:
         subprocess.run(
             [sys.executable, "-m", "handoff.cli", "relay", "--once"],
-            env=self._env(HANDOFF_RELAY_DEFAULT_TOPIC=topic, HANDOFF_RELAY_BATCH_SIZE="5000"),
+            env=self.env(HANDOFF_RELAY_DEFAULT_TOPIC=topic, HANDOFF_RELAY_BATCH_SIZE="5000"),
             check=True,
             capture_output=True,
         )
@@ -225,18 +214,18 @@ class Bench:
         self, name: str, topic: str, events: int, batch_size: int, concurrency: int = 1
     ) -> Run:
         """``handoff consume`` until it has applied every event; rate from its effects."""
-        log_path = self._logs() / f"bench-consumer-{name}.log"
+        log_path = self.logs() / f"bench-consumer-{name}.log"
         with log_path.open("wb") as log:
             proc = subprocess.Popen(
                 [sys.executable, "-m", "handoff.cli", "consume", "benchmarks.consumer_app:app",
                  "--topic", topic, "--batch-size", str(batch_size),
                  "--concurrency", str(concurrency), "--idle-exit", "3"],
-                env=self._env(BENCH_CONSUMER=name,
+                env=self.env(BENCH_CONSUMER=name,
                               HANDOFF_CONSUMER_CREDENTIAL=self.creds[name].token),
                 stdout=subprocess.DEVNULL,
                 stderr=log,
             )  # fmt: skip
-        peak = _watch(proc)
+        peak = hop.watch(proc)
         if proc.returncode != 0:
             raise RuntimeError(f"consumer exited {proc.returncode}; see {log_path}")
         with psycopg.connect(self.settings.database_url) as conn:
@@ -274,122 +263,9 @@ class Bench:
         try:
             database = str(conninfo_to_dict(self.settings.database_url)["dbname"])
             args = ["-f", script.name, "-D", f"tenant={self.tenant}"]
-            return pgbench.run_script(self._as("bench-pg"), database, 1, seconds, args)
+            return pgbench.run_script(self.as_service("bench-pg"), database, 1, seconds, args)
         finally:
             Path(script.name).unlink()
-
-    def hop(self, rate: float, seconds: float) -> tuple[float, int, float, float, float]:
-        """Creates for bench-hop at ``rate``/s; bench-hop hands each to bench-next."""
-        topic = self.topic("hop")
-        logs = self._logs()
-        with (logs / "bench-consumer-relay.log").open("wb") as log:
-            relay = subprocess.Popen(
-                [sys.executable, "-m", "handoff.cli", "relay"],
-                env=self._env(HANDOFF_RELAY_DEFAULT_TOPIC=topic),
-                stdout=subprocess.DEVNULL,
-                stderr=log,
-            )
-        with (logs / "bench-consumer-hop.log").open("wb") as log:  # the child keeps its copy
-            hop = subprocess.Popen(
-                [sys.executable, "-m", "handoff.cli", "consume", "benchmarks.consumer_app:app",
-                 "--topic", topic, "--batch-size", str(HOP_BATCH)],
-                env=self._env(BENCH_CONSUMER="bench-hop", BENCH_NEXT="bench-next",
-                              HANDOFF_CONSUMER_CREDENTIAL=self.creds["bench-hop"].token),
-                stdout=subprocess.DEVNULL,
-                stderr=log,
-            )  # fmt: skip
-        peak = [0.0]
-        watcher = threading.Thread(target=lambda: peak.__setitem__(0, _watch(hop)), daemon=True)
-        watcher.start()
-        try:
-            with psycopg.connect(self.settings.database_url, autocommit=True) as conn:
-
-                def applied() -> int:
-                    row = conn.execute(
-                        "SELECT count(*) FROM handoff_bench.effects"
-                        " WHERE tenant_id = %s AND consumer = 'bench-hop'",
-                        (self.tenant,),
-                    ).fetchone()
-                    return int(row[0]) if row else 0
-
-                # One handoff through the whole path first: the relay has its
-                # slots and the consumer its partitions (a group's first join
-                # on a fresh broker takes seconds), so the pace measures the
-                # steady state, not a start-up backlog.
-                self._warm_up(applied)
-                sent = self._pace(rate, seconds)
-                deadline = time.monotonic() + 120
-                while applied() < sent + 1 and time.monotonic() < deadline:
-                    time.sleep(0.5)
-                lat = [
-                    float(r[0])
-                    for r in conn.execute(
-                        "SELECT extract(epoch FROM done_at - occurred_at) * 1000"
-                        "  FROM handoff_bench.effects WHERE tenant_id = %s"
-                        "   AND consumer = 'bench-hop' AND event_id NOT LIKE 'warm-%%' ORDER BY 1",
-                        (self.tenant,),
-                    )
-                ]
-        finally:
-            for proc in (hop, relay):
-                proc.send_signal(signal.SIGTERM)
-            for proc in (hop, relay):
-                proc.wait(60)
-            watcher.join(5)
-        if len(lat) != sent:
-            raise RuntimeError(f"the hop consumer applied {len(lat)} of {sent} handoffs")
-        return sent / seconds, sent, percentile(lat, 50), percentile(lat, 99), peak[0]
-
-    def _warm_up(self, applied: Callable[[], int]) -> None:
-        with psycopg.connect(self._as("creator"), autocommit=True) as conn:
-            conn.execute(CREATE_MANY, {"prefix": "warm-", "owner": "bench-hop", "first": 1,
-                                       "last": 1})  # fmt: skip
-        deadline = time.monotonic() + 120
-        while applied() < 1:
-            if time.monotonic() > deadline:
-                raise RuntimeError("the hop consumer applied nothing in 120 s; see its log")
-            time.sleep(0.1)
-
-    def _pace(self, rate: float, seconds: float) -> int:
-        """Creates at a steady ``rate`` from two threads; returns how many were sent."""
-        sent = [0, 0]
-
-        def worker(index: int) -> None:
-            interval = 2.0 / rate
-            with psycopg.connect(self._as("creator"), autocommit=True) as conn:
-                began = time.perf_counter()
-                n = 0
-                while (due := began + n * interval) < began + seconds:
-                    if (wait := due - time.perf_counter()) > 0:
-                        time.sleep(wait)
-                    conn.execute(
-                        CREATE_MANY,
-                        {"prefix": f"hop-{index}-", "owner": "bench-hop",
-                         "first": n * 2 + index, "last": n * 2 + index},
-                    )  # fmt: skip
-                    n += 1
-                sent[index] = n
-
-        threads = [threading.Thread(target=worker, args=(i,)) for i in range(2)]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
-        return sum(sent)
-
-
-def _watch(proc: subprocess.Popen[bytes]) -> float:
-    """Peak RSS (MB) of a process, sampled until it exits."""
-    peak = 0
-    try:
-        watched = psutil.Process(proc.pid)
-        while proc.poll() is None:
-            peak = max(peak, watched.memory_info().rss)
-            time.sleep(0.2)
-    except psutil.NoSuchProcess:
-        pass
-    proc.wait()
-    return peak / 1e6
 
 
 def run(
@@ -400,6 +276,7 @@ def run(
     rate: float,
     seconds: float,
     progress: Progress,
+    stack_pids: dict[str, int | None],
 ) -> ConsumerResult:
     bench = Bench(settings, home, progress)
     bench.prepare()
@@ -421,12 +298,12 @@ def run(
         progress("  pgbench, the guarded one-event unit, one client…")
         guarded = bench.pgbench_guarded(max(int(seconds), 1), events)
         progress(f"  hop latency at {rate:,.0f} handoffs/s for {seconds:.0f} s…")
-        hop_rate, hop_events, p50, p99, hop_rss = bench.hop(rate, seconds)
+        hopped = hop.measure(bench, rate, seconds, stack_pids)
     finally:
         progress("  removing what the benchmark created…")
         bench.clean()
     return ConsumerResult(
         bare, batched, single, lanes, LANES, batch_size, insert.tps, insert.p50_ms, insert.p99_ms,
         guarded.tps, guarded.p50_ms, guarded.p99_ms,
-        hop_rate, hop_events, p50, p99, hop_rss,
+        hopped,
     )  # fmt: skip

@@ -43,7 +43,14 @@ _NAMESPACE = uuid.UUID("6f1d8a52-3c1e-4b0e-9a53-2d0c6f7e8a41")
 
 @dataclass(frozen=True)
 class Position:
-    """Where a message was read: topic, partition, offset (and its raw parts)."""
+    """Where a message was read: topic, partition, offset (and its raw parts).
+
+    ``timestamp_ms``: the record's Kafka timestamp (the broker's append time
+    on a topic with ``message.timestamp.type=LogAppendTime``, else the
+    producer's); ``received_at``: the consumer's clock (epoch seconds) when
+    its poll returned the message. Both None where a message was not polled
+    (set-aside work taken back, a rehearsal's rows).
+    """
 
     topic: str
     partition: int
@@ -51,6 +58,8 @@ class Position:
     key: bytes | None = None
     value: bytes = b""
     headers: dict[str, str] = field(default_factory=dict)
+    timestamp_ms: int | None = None
+    received_at: float | None = None
 
 
 @dataclass(frozen=True)

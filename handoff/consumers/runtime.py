@@ -24,7 +24,13 @@ from functools import partial
 from typing import Any
 
 import psycopg
-from confluent_kafka import OFFSET_INVALID, KafkaError, Message, TopicPartition
+from confluent_kafka import (
+    OFFSET_INVALID,
+    TIMESTAMP_NOT_AVAILABLE,
+    KafkaError,
+    Message,
+    TopicPartition,
+)
 from confluent_kafka import Consumer as KafkaConsumer
 from psycopg.conninfo import make_conninfo
 from psycopg.types.json import Jsonb
@@ -70,12 +76,14 @@ def message_item(
     tenant: str,
     decoder: Decoder,
     wait: Callable[[int], bool],
+    received_at: float | None = None,
 ) -> Item | None:
     """The header filter, then decoding; None for a message not meant for ``app``.
 
     ``wait(failures)`` waits out a registry outage and answers True to give up.
     """
     headers = _headers(msg)
+    kind, stamp = msg.timestamp()
     position = Position(
         msg.topic() or "",
         msg.partition() or 0,
@@ -83,6 +91,8 @@ def message_item(
         msg.key(),
         msg.value() or b"",
         headers,
+        stamp if kind != TIMESTAMP_NOT_AVAILABLE else None,
+        received_at,
     )
     event_type = headers.get("eventType")
     if event_type is not None and "tenant" in headers:
@@ -124,6 +134,7 @@ class Runtime:
             self.config = self.config.model_copy(update={"batch_size": app.batch_size})
         self.stopping = threading.Event()
         self.tenant = ""
+        self._polled_at: float | None = None
         self._outage = RetryPolicy(base_s=0.2, max_s=5.0)
         # An outage is logged as one: its start, reminders, its end (core/outage.py).
         self.kafka_down = Outage(log, "Kafka")
@@ -205,7 +216,7 @@ class Runtime:
         def wait(failures: int) -> bool:
             return self.stopping.wait(self._outage.delay(failures))
 
-        return message_item(msg, self.app, self.tenant, decoder, wait)
+        return message_item(msg, self.app, self.tenant, decoder, wait, self._polled_at)
 
     # -- the loop ---------------------------------------------------------------------
 
@@ -342,6 +353,8 @@ class Runtime:
             msgs = consumer.consume(1, self.config.poll_timeout_s)
             if msgs and size > 1:
                 msgs += consumer.consume(size - 1, 0)
+        if msgs:
+            self._polled_at = time.time()  # each message's received_at (event.Position)
         return msgs
 
     def _receive(self, kind: str, items: list[Item], inherit: int = 0) -> int:

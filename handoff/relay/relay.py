@@ -92,6 +92,7 @@ class InFlight:
 class Batch:
     rows: list[Row]
     retry: bool  # fetched with nothing in flight: earlier failures are being retried
+    fetched_at: float = 0.0  # epoch seconds, for the timing headers (trace_timing)
 
 
 @dataclass
@@ -199,7 +200,7 @@ class Relay:
         while (batch := batches.get()) is not None:
             if batch.retry:
                 failed_docs.clear()
-            results.put(self._publish(batch.rows, failed_docs))
+            results.put(self._publish(batch, failed_docs))
         db.join()
         if "error" in result:
             raise result["error"]
@@ -264,7 +265,7 @@ class Relay:
                 rows = self._fetch(conn, slots, InFlight.array(in_flight), floor.value)
                 floor.after_fetch(rows[0].id if rows else None, [b.first for b in in_flight])
                 if rows:
-                    batches.put(Batch(rows, retry=not in_flight))
+                    batches.put(Batch(rows, retry=not in_flight, fetched_at=time.time()))
                     in_flight.append(InFlight.of(rows))
                     continue
             if in_flight:
@@ -328,13 +329,15 @@ class Relay:
         else:
             log.warning("kafka: %s", err)
 
-    def _publish(self, rows: list[Row], failed_docs: set[Document]) -> Published:
+    def _publish(self, batch: Batch, failed_docs: set[Document]) -> Published:
         """Produce a batch and wait for every ack; say which rows may be marked.
 
         ``failed_docs`` carries documents whose delivery failed into later
         batches: their rows wait for the rescan that retries the failure, so
         they never overtake it.
         """
+        rows = batch.rows
+        timing = self._timing(batch) if self.config.trace_timing else []
         self._failed.clear()
         done = Published(acked=[])
         parked: set[Document] = set()
@@ -358,7 +361,7 @@ class Relay:
                 topic,
                 value,
                 f"{row.tenant_id}/{row.document_id}".encode(),
-                headers(row.payload),
+                headers(row.payload) + timing,
             )
             sent.append((row, value))
         unsettled = self.producer.flush(self.config.delivery_timeout_s + 5)
@@ -392,6 +395,15 @@ class Relay:
         if done.failed:
             metrics.FAILURES.labels("delivery").inc(len(self._failed))
         return done
+
+    @staticmethod
+    def _timing(batch: Batch) -> list[Any]:
+        """The timing headers: when the batch was fetched and when its produce began,
+        epoch microseconds (a latency breakdown's relay segments, make bench-hop)."""
+        return [
+            ("relayFetchedAt", str(int(batch.fetched_at * 1e6)).encode()),
+            ("relayProducedAt", str(int(time.time() * 1e6)).encode()),
+        ]
 
     def _produce(self, topic: str, value: bytes, key: bytes, hdrs: list[Any]) -> None:
         while True:

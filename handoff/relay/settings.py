@@ -61,6 +61,13 @@ class RelaySettings(BaseSettings):
         int, Field(ge=1, description="Partitions of topics the relay creates.")
     ] = 6
     linger_ms: Annotated[int, Field(ge=0, description="Producer batching delay.")] = 5
+    trace_timing: Annotated[
+        bool,
+        Field(
+            description="Add relayFetchedAt and relayProducedAt headers (epoch microseconds) "
+            "to each event, for a latency breakdown."
+        ),
+    ] = False
 
     def topic_for(self, event_type: str, owner: str | None) -> str:
         for route in self.routes:

@@ -6,6 +6,7 @@ must mark only each document's acked prefix, and send the rest again later.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -14,7 +15,7 @@ from confluent_kafka import KafkaError
 from handoff.core.events import current_schema
 from handoff.core.outbox_sql import IdArray
 from handoff.core.settings import HandoffSettings
-from handoff.relay.relay import InFlight, Relay, Row
+from handoff.relay.relay import Batch, InFlight, Relay, Row
 from handoff.relay.settings import RelaySettings
 
 
@@ -92,8 +93,12 @@ def _row(row_id: int, doc: str, version: int) -> Row:
     )
 
 
-def _relay(failing: set[str]) -> tuple[Relay, FakeProducer]:
-    relay = Relay(HandoffSettings(), RelaySettings())
+def _batch(*rows: Row) -> Batch:
+    return Batch(list(rows), retry=False, fetched_at=1_795_996_601.5)
+
+
+def _relay(failing: set[str], **config: Any) -> tuple[Relay, FakeProducer]:
+    relay = Relay(HandoffSettings(), RelaySettings(**config))
     relay.schema = current_schema()
     relay.schema_ids = {"handoff.events": 7}
     fake = FakeProducer(relay._delivered, failing)
@@ -105,23 +110,35 @@ def test_only_each_documents_acked_prefix_is_marked_with_fake_producer() -> None
     relay, fake = _relay(failing={"x-v2"})
     rows = [_row(1, "x", 1), _row(2, "y", 1), _row(3, "x", 2), _row(4, "y", 2), _row(5, "x", 3)]
     failed_docs: set[tuple[str, str]] = set()
-    outcome = relay._publish(rows, failed_docs)
+    outcome = relay._publish(_batch(*rows), failed_docs)
     assert len(fake.produced) == 5
     # x-v2 failed: x-v3 (acked or not) waits for it; x-v1 and all of y are done.
     assert outcome.acked == [1, 2, 4]
     assert outcome.failed
     assert failed_docs == {("t", "x")}
     # The next batch leaves x alone until a retry batch (nothing in flight) resends it.
-    later = relay._publish([_row(6, "x", 4), _row(7, "y", 3)], failed_docs)
+    later = relay._publish(_batch(_row(6, "x", 4), _row(7, "y", 3)), failed_docs)
     assert later.acked == [7]
     assert [p[2] for p in fake.produced[5:]] == [b"t/y"]
 
 
 def test_everything_acked_with_fake_producer() -> None:
     relay, fake = _relay(failing=set())
-    outcome = relay._publish([_row(1, "x", 1), _row(2, "x", 2)], set())
+    outcome = relay._publish(_batch(_row(1, "x", 1), _row(2, "x", 2)), set())
     assert outcome.acked == [1, 2] and not outcome.failed
     assert [h for h in fake.produced[0][3] if h[0] == "version"] == [("version", b"1")]
+    assert not [h for h in fake.produced[0][3] if h[0].startswith("relay")]  # trace_timing off
+
+
+def test_timing_headers_when_asked_with_fake_producer() -> None:
+    relay, fake = _relay(failing=set(), trace_timing=True)
+    batch = _batch(_row(1, "x", 1))
+    batch.fetched_at = time.time() - 0.25
+    relay._publish(batch, set())
+    marks = dict(fake.produced[0][3])
+    assert int(marks["relayFetchedAt"]) == int(batch.fetched_at * 1e6)
+    assert int(batch.fetched_at * 1e6) + 249_000 <= int(marks["relayProducedAt"])
+    assert int(marks["relayProducedAt"]) <= time.time() * 1e6
 
 
 def test_id_arrays_are_postgres_array_text() -> None:
