@@ -57,14 +57,40 @@ CREATE OR REPLACE FUNCTION handoff._service_lock(p_tenant text, p_name text) RET
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
 RETURN hashtextextended(p_tenant || '/' || p_name, 18543);
 
--- Adds delta to one shard of an owner's count.
+-- Adds delta to one shard of an owner's count: the first shard from p_shard
+-- on that no other transaction is counting in.
+--
+-- Why not simply p_shard (the backend's): a shard's row stays locked until
+-- its transaction commits, and a consumer's unit commits only after the rest
+-- of its batch and its effects. Two sessions whose backends share a shard
+-- (pid % 16) then queue behind each other for the length of a unit: measured,
+-- an API emit waited on a consumer's batch for a median 0.5 ms and a hop's
+-- p99 went from tens of milliseconds to seconds, depending on which pids the
+-- sessions drew. A transaction-scoped advisory lock per (owner, shard), taken
+-- without waiting, says which shards are free; only the holder of a shard's
+-- lock writes its row, so emits never wait for each other's counts. With all
+-- 16 taken (16 transactions counting one owner at once) the last waits on its
+-- own shard, as before. The lock keys are hashes seeded 1000 + shard, apart
+-- from _service_lock's seed; a clash with another key only moves the count on
+-- to the next shard. Re-taking a lock the transaction holds succeeds, so a
+-- batch keeps counting in the shard it took first.
 CREATE OR REPLACE FUNCTION handoff._count(p_tenant text, p_owner text, p_shard smallint, p_delta integer)
 RETURNS void
-LANGUAGE sql
+LANGUAGE plpgsql
 AS $$
+DECLARE
+    v_key   text := p_tenant || '/' || p_owner;
+    v_shard smallint := p_shard;
+BEGIN
+    FOR i IN 0..15 LOOP
+        v_shard := ((p_shard + i) % 16)::smallint;
+        EXIT WHEN pg_try_advisory_xact_lock(hashtextextended(v_key, 1000 + v_shard));
+        v_shard := p_shard;  -- all taken: wait on the backend's own
+    END LOOP;
     INSERT INTO handoff.owner_counts AS c (tenant_id, owner, shard, assigned)
-    VALUES (p_tenant, p_owner, p_shard, p_delta)
+    VALUES (p_tenant, p_owner, v_shard, p_delta)
     ON CONFLICT (tenant_id, owner, shard) DO UPDATE SET assigned = c.assigned + EXCLUDED.assigned;
+END
 $$;
 
 -- Records a rejection and answers it. Rejections are returned, not raised, so

@@ -22,6 +22,8 @@ def upgrade() -> None:
     # _emit now calls _emit_contract; emit_direct's comment no longer points
     # "below" (_consumer is in consumers.sql); every other definition is as it was.
     apply_family("contract")
+    # Frozen: the _count of this revision's day (0017 changed the family's).
+    op.execute(function_from("0001_contract.sql", "_count"))
 
 
 def downgrade() -> None:

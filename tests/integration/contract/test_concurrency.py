@@ -291,3 +291,44 @@ def test_crossing_handoffs_at_the_same_moment_never_deadlock(
     assert counters == scanned
     # Retries would hide a deadlock from the clients; the server's count does not.
     assert deadlocks(admin) == deadlocks_before
+
+
+def _shards(admin: psycopg.Connection[Any], tenant: str) -> dict[int, int]:
+    rows = admin.execute(
+        "SELECT shard, assigned FROM handoff.owner_counts WHERE tenant_id = %s AND owner = 'x'",
+        (tenant,),
+    ).fetchall()
+    return {int(shard): int(n) for shard, n in rows}
+
+
+def test_a_count_goes_to_a_free_shard_instead_of_waiting(
+    migrated: Any, admin: psycopg.Connection[Any], tenant: str
+) -> None:
+    """A long transaction (a consumer's unit) holding its shard's row does not make another
+    count of the same owner wait: that one takes the next free shard. Only with every shard
+    taken does it wait, on its own."""
+    count = "SELECT handoff._count(%s, 'x', 3::smallint, %s)"
+    with (
+        psycopg.connect(migrated.database_url) as unit,
+        psycopg.connect(migrated.database_url) as emit,
+    ):
+        unit.execute(count, (tenant, 1))  # uncommitted: shard 3's lock and row are held
+        emit.execute("SET lock_timeout = '2s'")
+        emit.execute(count, (tenant, 1))  # would wait for the unit's commit on shard 3
+        emit.execute(count, (tenant, 1))  # the same transaction keeps its shard
+        emit.commit()
+        assert _shards(admin, tenant) == {4: 2}
+        unit.commit()
+        assert _shards(admin, tenant) == {3: 1, 4: 2}
+
+        key = f"{tenant}/x"
+        for shard in range(16):  # every shard's lock taken by one transaction
+            unit.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, %s))",
+                         (key, 1000 + shard))  # fmt: skip
+        unit.execute(count, (tenant, 1))  # and shard 3's row (its re-entrant lock)
+        emit.execute("SET lock_timeout = '300ms'")
+        with pytest.raises(psycopg.errors.LockNotAvailable):
+            emit.execute(count, (tenant, -1))  # waits on its own shard's row
+        emit.rollback()
+        unit.commit()
+    assert _shards(admin, tenant) == {3: 2, 4: 2}
