@@ -54,15 +54,8 @@ _trace: IO[str] | None = open(TRACE, "a", buffering=1) if TRACE else None  # noq
 def effect(event: Event, tx: HandoffTx) -> None:
     started = time.time()
     if NEXT:
-        tx.emit(
-            event_id=event.next_event_id("hop"),
-            event_type="hopped",
-            document_id=event.document_id,
-            next_owner=NEXT,
-            status="hopped",
-            expected_version=event.version,
-            causation_id=event.event_id,
-        )
+        # Not waiting for the answer: the handoff goes in the unit's commit message.
+        tx.hand_on(event, "hopped", to=NEXT, status="hopped", step="hop", wait=False)
     if _trace is None:
         tx.append(
             "handoff_bench.effects",

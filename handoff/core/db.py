@@ -13,10 +13,12 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+import orjson
 import psycopg
 from psycopg import errors as pg
 
 from handoff.core.errors import (
+    REFUSED_UNAWAITED,
     DatabaseUnavailable,
     HandoffError,
     InvalidRequest,
@@ -25,6 +27,7 @@ from handoff.core.errors import (
     OutcomeUnknown,
     TransientConflict,
     Unauthenticated,
+    contract_error,
     lookup,
 )
 
@@ -104,6 +107,8 @@ def translated(*, sent: bool = True) -> Iterator[None]:
             f"{type(exc).__name__}: the transaction met a concurrent one; retry it as is"
         ) from exc
     except psycopg.Error as exc:
+        if exc.sqlstate == REFUSED_UNAWAITED:  # a refused emit that rode with the unit
+            raise contract_error(orjson.loads(_primary(exc))) from exc
         # Handoff's own SQL functions: an error class of core/errors.py declares the
         # SQLSTATE, and the message was written for the caller.
         own = lookup(exc.sqlstate)

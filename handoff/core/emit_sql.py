@@ -18,5 +18,8 @@ _ARGS = (
 # Direct mode: the service is the session's login role.
 EMIT_DIRECT = f"SELECT handoff.emit_direct({_ARGS})"
 
+# Direct mode, the answer not awaited: a refusal raises (SQLSTATE P0H01) at the commit.
+EMIT_DIRECT_OR_RAISE = f"SELECT handoff.emit_direct_or_raise({_ARGS})"
+
 # HTTP mode: the API passes the bearer credential, checked in the same statement.
 EMIT_HTTP = f"SELECT handoff.emit_http(%(role)s::text, %(secret_hash)s::bytea, {_ARGS})"

@@ -267,6 +267,11 @@ CONTRACT_ERRORS: dict[str, type[ContractError]] = {
 }
 
 
+# The SQLSTATE of an unawaited emit's refusal (emit_direct_or_raise, contract.sql):
+# its message is the emit's JSON answer, which contract_error reads.
+REFUSED_UNAWAITED = "P0H01"
+
+
 def contract_error(answer: Mapping[str, Any]) -> ContractError:
     """The typed error a refusal names: ``{"code", "message", "currentVersion", "currentOwner"}``.
 

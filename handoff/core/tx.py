@@ -31,15 +31,16 @@ import enum
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from datetime import UTC, datetime
-from typing import Any, LiteralString, Protocol, TypeVar
+from typing import Any, Literal, LiteralString, Protocol, TypeVar, overload
 
 import psycopg
 from psycopg import pq
 
 from handoff.core import effects
+from handoff.core import emit_sql as q
 from handoff.core.calls import Calls
 from handoff.core.db import raise_if_lost, translated
-from handoff.core.emitter import Request, emit_with
+from handoff.core.emitter import Request, emit_with, params
 from handoff.core.errors import (
     ConfigurationError,
     DatabaseUnavailable,
@@ -47,8 +48,10 @@ from handoff.core.errors import (
     UnitRolledBack,
 )
 from handoff.core.models import (
+    HandoffRequest,
     Receipt,
     Rejection,
+    validated,
 )
 from handoff.core.retry import CONFLICTS, RetryPolicy
 from handoff.core.wire import Wire
@@ -155,6 +158,7 @@ class HandoffTx(Calls[Receipt | Rejection]):
             self.rejections.append(result)
         return result
 
+    @overload
     def hand_on(
         self,
         event: Handled,
@@ -165,7 +169,35 @@ class HandoffTx(Calls[Receipt | Rejection]):
         step: str | None = None,
         due_at: datetime | None = None,
         data: dict[str, Any] | None = None,
-    ) -> Receipt | Rejection:
+        wait: Literal[True] = True,
+    ) -> Receipt | Rejection: ...
+
+    @overload
+    def hand_on(
+        self,
+        event: Handled,
+        event_type: str,
+        *,
+        to: str | None,
+        status: str,
+        step: str | None = None,
+        due_at: datetime | None = None,
+        data: dict[str, Any] | None = None,
+        wait: Literal[False],
+    ) -> None: ...
+
+    def hand_on(
+        self,
+        event: Handled,
+        event_type: str,
+        *,
+        to: str | None,
+        status: str,
+        step: str | None = None,
+        due_at: datetime | None = None,
+        data: dict[str, Any] | None = None,
+        wait: bool = True,
+    ) -> Receipt | Rejection | None:
         """Move ``event``'s document on from the version it announced: to ``to``, or
         finished when ``to`` is None (with a terminal ``status``).
 
@@ -174,20 +206,32 @@ class HandoffTx(Calls[Receipt | Rejection]):
         ``step``, the event type unless given), the document, run and expected
         version, the correlation (kept) and the causation (``event``). ``emit``
         stays for the general case.
+
+        ``wait=False``: the answer is not waited for. The handoff goes with the
+        unit's other writes (at batch 1, the claim, the handoff, the effects and
+        COMMIT are one message), so a batch of N events costs no round trip per
+        event; a refusal fails the unit at its commit with the error a refused
+        handoff raises, and the runtime treats it as it treats that error.
+        Answers None: for a handler that does not read the receipt.
         """
-        return self.emit(
-            event_id=event.next_event_id(step or event_type),
-            event_type=event_type,
-            document_id=event.document_id,
-            run_id=event.run_id,
-            next_owner=to,
-            status=status,
-            expected_version=event.version,
-            due_at=due_at,
-            data=data,
-            correlation_id=event.correlation_id,
-            causation_id=event.event_id,
-        )
+        fields: dict[str, Any] = {
+            "event_id": event.next_event_id(step or event_type),
+            "event_type": event_type,
+            "document_id": event.document_id,
+            "run_id": event.run_id,
+            "next_owner": to,
+            "status": status,
+            "expected_version": event.version,
+            "due_at": due_at,
+            "data": data,
+            "correlation_id": event.correlation_id,
+            "causation_id": event.event_id,
+        }
+        if wait:
+            return self.emit(**fields)
+        self._active()
+        self._wire.write(q.EMIT_DIRECT_OR_RAISE, params(validated(HandoffRequest, **fields)))
+        return None
 
     def intend(
         self,

@@ -254,6 +254,12 @@ BEGIN
     ELSE
         -- 4. Handoff, progress or completion: the conditions are part of the
         -- UPDATE, so concurrent calls cannot both advance one version.
+        -- The owner is compared with IS NOT DISTINCT FROM (the same test here:
+        -- p_service is never NULL) because no index can serve it: with "=",
+        -- PL/pgSQL's generic plan found the row through document_state_by_owner
+        -- (tenant, owner, then document_id past assigned_at), reading the whole
+        -- of the sender's queue: 48 buffers for an owner of 3,000 documents,
+        -- and more with every document it holds. The key finds it in 5.
         UPDATE handoff.document_state s SET
             owner        = p_next_owner,
             status       = p_status,
@@ -272,7 +278,7 @@ BEGIN
            AND s.run_id = coalesce(p_run_id, (SELECT max(run_id) FROM handoff.document_state
                                                WHERE tenant_id = p_tenant
                                                  AND document_id = p_document_id))
-           AND s.owner = p_service
+           AND s.owner IS NOT DISTINCT FROM p_service
            AND s.version = p_expected_version
         RETURNING s.* INTO v_state;
         IF NOT FOUND THEN
@@ -455,6 +461,31 @@ BEGIN
     RETURN _emit(v.tenant_id, v.name, v.can_create, p_kind, p_sender, p_event_id, p_event_type,
                  p_document_id, p_run_id, p_next_owner, p_status, p_expected_version, p_due_at,
                  p_data, p_correlation_id, p_causation_id);
+END
+$$;
+
+-- An emit whose answer nobody waits for (HandoffTx.hand_on(..., wait=False)):
+-- sent with the unit's other writes, in the message of its COMMIT. A refusal
+-- raises (SQLSTATE P0H01, the answer as the message), so the unit fails
+-- instead of committing without its handoff; core/db.py turns the answer
+-- into the typed error a refused emit raises. The rejection row rolls back
+-- with the unit, as it does when a consumer's handler raises a refusal.
+CREATE OR REPLACE FUNCTION handoff.emit_direct_or_raise(
+    p_kind text, p_event_id text, p_event_type text, p_document_id text, p_run_id integer,
+    p_sender text, p_next_owner text, p_status text, p_expected_version integer,
+    p_due_at timestamptz, p_data jsonb, p_correlation_id text, p_causation_id text
+) RETURNS void
+LANGUAGE plpgsql
+AS $$
+DECLARE
+    v_answer jsonb := handoff.emit_direct(p_kind, p_event_id, p_event_type, p_document_id,
+                                          p_run_id, p_sender, p_next_owner, p_status,
+                                          p_expected_version, p_due_at, p_data,
+                                          p_correlation_id, p_causation_id);
+BEGIN
+    IF NOT (v_answer->>'accepted')::boolean THEN
+        RAISE EXCEPTION '%', v_answer::text USING ERRCODE = 'P0H01';
+    END IF;
 END
 $$;
 

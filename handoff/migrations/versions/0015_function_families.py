@@ -4,7 +4,7 @@ today's definitions; 0001's emit body, renamed _emit_checked by 0003, is _emit_c
 
 from alembic import op
 
-from handoff.migrations.helpers import apply_family, function_from
+from handoff.migrations.helpers import VERSIONS, apply_family, function_from
 
 revision = "0015_function_families"
 down_revision = "0014_ui_sessions"
@@ -15,6 +15,10 @@ EMIT_BODY = (
     "handoff.{}(text, text, boolean, text, text, text, text, text, integer, text, text,"
     " integer, timestamptz, jsonb, text, text)"
 )
+# The arguments of emit_direct (and of 0017's emit_direct_or_raise).
+EMIT_DIRECT_ARGS = (
+    "(text, text, text, text, integer, text, text, text, integer, timestamptz, jsonb, text, text)"
+)
 
 
 def upgrade() -> None:
@@ -22,8 +26,10 @@ def upgrade() -> None:
     # _emit now calls _emit_contract; emit_direct's comment no longer points
     # "below" (_consumer is in consumers.sql); every other definition is as it was.
     apply_family("contract")
-    # Frozen: the _count of this revision's day (0017 changed the family's).
-    op.execute(function_from("0001_contract.sql", "_count"))
+    # Frozen as of this revision's day: what 0017 changed as it was, and not yet
+    # 0017's new function.
+    op.execute((VERSIONS / "0017_hot_path.before.sql").read_text())
+    op.execute(f"DROP FUNCTION handoff.emit_direct_or_raise{EMIT_DIRECT_ARGS}")
 
 
 def downgrade() -> None:

@@ -340,3 +340,82 @@ def test_a_one_event_unit_claims_with_its_writes_and_a_duplicate_takes_the_long_
         REGISTRY.get_sample_value("handoff_consumer_unclaimed_total", {"consumer": "audit"})
         == unclaimed + 1
     )
+
+
+@pytest.fixture
+def handing(
+    service: Callable[..., Credential], effects_table: HandoffSettings, wire: Wire,
+    admin: psycopg.Connection[Any], tenant: str,
+) -> Iterator[Callable[..., tuple[InProcess, Payloads]]]:  # fmt: skip
+    """An in-process consumer "worker" of its own created events, and "next", a service it
+    hands them to; ``make(handler, docs)`` creates the documents for worker first."""
+    opened: list[InProcess] = []
+    creator, worker = service("creator", can_create=True), service("worker")
+    service("next")
+
+    def make(
+        handler: Callable[[Event, HandoffTx], None], docs: list[str], **config: Any
+    ) -> tuple[InProcess, Payloads]:
+        with HandoffClient.direct(creator) as c:
+            for doc in docs:
+                c.create(event_id=f"{doc}-1", document_id=doc, owner="worker", status="new")
+        app = Consumer("worker", worker)
+        app.add_handler("created", handler)
+        consumer = InProcess(effects_table, app, wire, **config)
+        opened.append(consumer)
+        return consumer, payloads(admin, tenant)
+
+    yield make
+    for consumer in opened:
+        consumer.close()
+
+
+def _owners(admin: psycopg.Connection[Any], tenant: str) -> dict[str, tuple[str, int]]:
+    rows = admin.execute(
+        "SELECT document_id, owner, version FROM handoff.document_state WHERE tenant_id = %s",
+        (tenant,),
+    ).fetchall()
+    return {doc: (owner, version) for doc, owner, version in rows}
+
+
+def _hands_on_unawaited(answers: list[Any]) -> Callable[[Event, HandoffTx], None]:
+    """Records the event, then hands the document to next (b to nobody: refused)."""
+
+    def handler(event: Event, tx: HandoffTx) -> None:
+        record(event, tx)
+        to = "nobody" if event.document_id == "b" else "next"
+        answers.append(tx.hand_on(event, "handed", to=to, status="handed", wait=False))
+
+    return handler
+
+
+def test_unawaited_handoffs_commit_with_their_batch(
+    handing: Any, admin: psycopg.Connection[Any], tenant: str
+) -> None:
+    answers: list[Any] = []
+    consumer, p = handing(_hands_on_unawaited(answers), ["a", "c"])
+    consumer.deliver(p["a", 1, 1], p["c", 1, 1])
+    assert answers == [None, None]  # nothing awaited
+    assert sorted(d for _, d, _, _, _ in effects(admin, tenant)) == ["a", "c"]
+    assert _owners(admin, tenant) == {"a": ("next", 2), "c": ("next", 2)}
+    assert quarantined(admin, tenant) == []
+
+
+@pytest.mark.parametrize("batch", [True, False], ids=["batch", "one event"])
+def test_a_refused_unawaited_handoff_fails_its_unit_and_costs_only_its_event(
+    handing: Any, admin: psycopg.Connection[Any], tenant: str, batch: bool
+) -> None:
+    """The refusal surfaces at the commit as the error a refused handoff raises: the unit
+    keeps nothing, its neighbours go one at a time, the event is an invalid transition."""
+    consumer, p = handing(_hands_on_unawaited([]), ["a", "b", "c"])
+    if batch:
+        consumer.deliver(p["a", 1, 1], p["b", 1, 1], p["c", 1, 1])
+    else:
+        for doc in ("a", "b", "c"):
+            consumer.deliver(p[doc, 1, 1])  # the claimed unit: one message in all
+    assert sorted(d for _, d, _, _, _ in effects(admin, tenant)) == ["a", "c"]
+    assert _owners(admin, tenant) == {"a": ("next", 2), "b": ("worker", 1), "c": ("next", 2)}
+    [entry] = quarantined(admin, tenant)
+    assert entry["document_id"] == "b" and entry["category"] == "invalid_transition"
+    assert "UnknownOwner" in entry["error"] and "nobody" in entry["error"]
+    assert entry["attempts"] == 1  # the identical retry would be refused identically

@@ -1,0 +1,27 @@
+"""The hot path's waits: an emit counts in a free shard (a transaction-scoped advisory
+lock taken without waiting), so it no longer queues behind a consumer's unit whose
+backend shares its shard; and emit_direct_or_raise, the emit a unit sends without
+waiting for its answer (HandoffTx.hand_on(..., wait=False)); and the handoff's UPDATE
+finds its row by the key, not through the sender's queue (document_state_by_owner).
+"""
+
+from alembic import op
+
+from handoff.migrations.helpers import VERSIONS, apply_family, sql_beside
+
+EMIT_DIRECT_ARGS = (
+    "(text, text, text, text, integer, text, text, text, integer, timestamptz, jsonb, text, text)"
+)
+
+revision = "0017_hot_path"
+down_revision = "0016_broker_health"
+
+
+def upgrade() -> None:
+    apply_family("contract")
+    sql_beside(__file__)()  # grants
+
+
+def downgrade() -> None:
+    op.execute(f"DROP FUNCTION handoff.emit_direct_or_raise{EMIT_DIRECT_ARGS}")
+    op.execute((VERSIONS / "0017_hot_path.before.sql").read_text())
