@@ -10,7 +10,16 @@ from psycopg.postgres import adapters as postgres
 
 # The relay's session: custom plans, so that the in-flight id array of
 # FETCH_PENDING is a constant PostgreSQL can hash; and the wake-up channel.
-SESSION_SETUP = "SET plan_cache_mode = force_custom_plan"
+#
+# Asynchronous commits: everything the relay writes (published marks, parks,
+# the wake-up flag, purges) may be lost in a crash of PostgreSQL itself
+# without harm, because a lost mark only means the row is published again,
+# which a crash of the relay between ack and mark already does (consumers'
+# guards absorb it). WAL is written in order, so a lost mark loses every later
+# mark too and the rows go out again in their order. In return the database
+# thread does not wait for a WAL flush (or a synchronous standby) after every
+# batch before it fetches the next.
+SESSION_SETUP = "SET plan_cache_mode = force_custom_plan; SET synchronous_commit = off"
 LISTEN = "LISTEN handoff_outbox"
 
 # Advisory-lock class of the relay's slots: (RELAY_LOCK_CLASS, slot).

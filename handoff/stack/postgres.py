@@ -257,6 +257,11 @@ class Postgres(Part):
     def stop(self) -> None:
         self._pg("pg_ctl", "-D", str(self.data), "-m", "fast", "-w", "stop")
 
+    def crash(self) -> None:
+        """Stop as a power cut would: no shutdown checkpoint, WAL not yet written is lost
+        (asynchronous commits of the last moments); the next start recovers."""
+        self._pg("pg_ctl", "-D", str(self.data), "-m", "immediate", "-w", "stop")
+
     def bootstrap(self) -> None:
         """Create the application and registry roles and databases (idempotent)."""
         s = self.state.secrets

@@ -139,6 +139,31 @@ def test_kill_9_after_ack_before_mark_republishes_same_event_ids(
     assert len(ids) > len(set(ids)), "the acked batch should have been published twice"
 
 
+@pytest.mark.disruptive
+def test_a_crash_of_postgres_under_a_running_relay_loses_nothing(
+    relays: Relays, workload: Workload, admin: psycopg.Connection[Any], tenant: str,
+    migrated: HandoffSettings, local_stack: LocalStack,
+) -> None:  # fmt: skip
+    """The relay's marks are asynchronous commits (core/outbox_sql.py SESSION_SETUP): a
+    crash of the database may lose the last of them. Those rows go out again, in their
+    order; none is skipped."""
+    workload.run(docs=40, steps=25, threads=2, prefix="crash")
+    total = pending(admin, tenant)
+    admin.close()
+    relays.start(batch_size="20")
+    with psycopg.connect(migrated.database_url, autocommit=True) as conn:
+        assert wait_until(lambda: pending(conn, tenant) < total * 0.7, 60, 0.05)
+    local_stack.postgres.crash()  # mid-stream, marks in flight
+    local_stack.up(["postgres"])
+    with psycopg.connect(migrated.database_url, autocommit=True) as again:
+        wait_published(again, tenant)
+    events = consume(migrated, relays.topic, tenant, workload.complete)
+    assert_complete_and_ordered(events, workload.versions)
+    assert relays.procs[-1].poll() is None, "the relay should have reconnected, not exited"
+    ids = [e["eventId"] for doc in events.values() for e in doc]
+    print(f"{len(ids) - len(set(ids))} events published again after the crash")
+
+
 @pytest.mark.slow
 def test_broker_outage_delays_but_loses_nothing(
     relays: Relays, workload: Workload, admin: psycopg.Connection[Any], tenant: str,
