@@ -94,31 +94,37 @@ class HopRun:
 
 
 class CpuMeter:
-    """CPU seconds of named process trees, read at the start and the end of a window."""
+    """CPU seconds of named process trees over a window, sampled every ``every_s``.
 
-    def __init__(self, roots: dict[str, int | None]) -> None:
+    Sampled, not read twice: a process that ends inside the window (the
+    pacer's database sessions close before the drain is over) keeps the CPU
+    it used up to its last sample; one read at the end would not see it.
+    """
+
+    def __init__(self, roots: dict[str, int | None], every_s: float = 0.2) -> None:
         self.roots = {name: pid for name, pid in roots.items() if pid}
-        self._start: dict[str, float] = {}
+        self.every_s = every_s
+        self._base: dict[int, float] = {}  # CPU at the window's start (0: started within)
+        self._last: dict[int, tuple[str, float]] = {}  # part and CPU at its last sample
         self._machine = 0.0
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
 
-    def _tree(self, pid: int) -> float:
-        try:
-            root = psutil.Process(pid)
-            procs = [root, *root.children(recursive=True)]
-        except psutil.NoSuchProcess:
-            return 0.0
-        total = 0.0
-        for proc in procs:
+    def _sample(self) -> None:
+        for name, pid in self.roots.items():
             try:
-                t = proc.cpu_times()
-                total += t.user + t.system
+                root = psutil.Process(pid)
+                procs = [root, *root.children(recursive=True)]
             except psutil.NoSuchProcess:
                 continue
-        return total
-
-    def _pacer(self) -> float:
-        t = psutil.Process().cpu_times()  # this process's own threads, not its children
-        return t.user + t.system
+            for proc in procs:
+                try:
+                    t = proc.cpu_times()
+                except psutil.NoSuchProcess:
+                    continue
+                self._last[proc.pid] = (name, t.user + t.system)
+        own = psutil.Process().cpu_times()  # this process's threads (the pacer), not children
+        self._last[-1] = ("pacer", own.user + own.system)
 
     @staticmethod
     def _busy() -> float:
@@ -126,16 +132,29 @@ class CpuMeter:
         return sum(t) - t.idle - getattr(t, "iowait", 0.0)
 
     def start(self) -> None:
-        self._start = {name: self._tree(pid) for name, pid in self.roots.items()}
-        self._start["pacer"] = self._pacer()
+        self._sample()
+        self._base = {pid: cpu for pid, (_, cpu) in self._last.items()}
         self._machine = self._busy()
+
+        def run() -> None:
+            while not self._stop.wait(self.every_s):
+                self._sample()
+
+        self._thread = threading.Thread(target=run, daemon=True)
+        self._thread.start()
 
     def per(self, count: int) -> dict[str, float]:
         """Milliseconds of CPU per ``count`` since start(), by part, and the machine's."""
-        used = {name: self._tree(pid) - self._start[name] for name, pid in self.roots.items()}
-        used["pacer"] = self._pacer() - self._start["pacer"]
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+        self._sample()
+        machine = self._busy() - self._machine
+        used = {name: 0.0 for name in [*self.roots, "pacer"]}
+        for pid, (name, cpu) in self._last.items():
+            used[name] += cpu - self._base.get(pid, 0.0)
         used["sum of parts"] = sum(used.values())
-        used["machine"] = self._busy() - self._machine
+        used["machine"] = machine
         return {name: seconds * 1000 / max(count, 1) for name, seconds in used.items()}
 
 

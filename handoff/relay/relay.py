@@ -233,6 +233,7 @@ class Relay:
         slots = SlotOwner(conn)
         floor = Floor()
         in_flight: list[InFlight] = []  # batches awaiting acks, oldest first
+        full = False  # the last fetch filled its batch: a backlog, keep the pipeline full
         failures = 0
         next_rebalance = next_metrics = 0.0
         next_purge = time.monotonic() + self.config.purge_interval_s
@@ -260,10 +261,17 @@ class Relay:
                 next_purge = now + self.config.purge_interval_s
             # After a failure, drain first: the retry must come as a batch
             # fetched with nothing in flight, or a busy relay would never retry.
+            # A second batch is fetched while one is in flight only behind a
+            # full one (a backlog): after a short one, the rows that arrive
+            # during its ack are fetched when it is settled, as soon as a fetch
+            # made at once would have left them; that fetch mostly found
+            # nothing (pg_stat_statements in a hop run at 250 emits/s: 4,303
+            # fetches for 2,902 batches).
             floor.tick(conn, now)
-            if len(in_flight) < IN_FLIGHT and not (failures and in_flight):
+            if not in_flight or (len(in_flight) < IN_FLIGHT and full and not failures):
                 rows = self._fetch(conn, slots, InFlight.array(in_flight), floor.value)
                 floor.after_fetch(rows[0].id if rows else None, [b.first for b in in_flight])
+                full = len(rows) >= self.config.batch_size
                 if rows:
                     batches.put(Batch(rows, retry=not in_flight, fetched_at=time.time()))
                     in_flight.append(InFlight.of(rows))
