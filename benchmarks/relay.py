@@ -189,16 +189,6 @@ def discard_backlog(settings: HandoffSettings, tenant: str) -> None:
         )
 
 
-def settle(settings: HandoffSettings, superuser_url: str) -> None:
-    """Clean up after the drain before measuring the steady state: vacuum the million
-    published rows (as autovacuum soon would) and checkpoint (the drain's WAL would
-    otherwise force one during the latency run, stalling every commit's flush)."""
-    with psycopg.connect(settings.database_url, autocommit=True) as conn:
-        conn.execute("VACUUM (ANALYZE) handoff.outbox")
-    with psycopg.connect(superuser_url, autocommit=True) as conn:
-        conn.execute("CHECKPOINT")
-
-
 def latency(
     settings: HandoffSettings, home: str, tokens: dict[str, str], tenant: str, rate: float,
     seconds: float,
