@@ -369,6 +369,10 @@ BEGIN
     END IF;
 
     -- 7. Wake an idle relay (see relay_wakeup); busy relays poll on their own.
+    -- This waits for the flag's holder (a consumer's unit that cleared it
+    -- holds it to its commit). Taking it without waiting (SKIP LOCKED) here
+    -- or in the relay's "waiting" update lost wake-ups: measured, rows then
+    -- waited for the relay's 1 s poll (p99 emit -> fetch 0.8-1.0 s).
     IF (SELECT waiting FROM handoff.relay_wakeup) THEN
         UPDATE handoff.relay_wakeup SET waiting = false WHERE waiting;
         IF FOUND THEN
