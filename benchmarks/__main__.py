@@ -175,7 +175,7 @@ def bench_relay(rows: int, rate: float, seconds: float) -> str:
         console.print(f"[bold]relay[/bold]: first publishing {leftover:,} rows left by others…")
         relay.drain(home, f"bench.leftover.{uuid.uuid4().hex[:6]}", leftover)
 
-    def steady_latency() -> tuple[float, float, int]:
+    def steady_latency() -> relay.Latency:
         console.print(f"  latency at {rate:,.0f} emits/s for {seconds:.0f} s…")
         lat_tenant = f"lat-{uuid.uuid4().hex[:6]}"
         tokens = emit.register_owners(settings.database_url, lat_tenant)
@@ -203,10 +203,11 @@ def bench_relay(rows: int, rate: float, seconds: float) -> str:
     after = steady_latency()
     relay.discard_backlog(settings, backlog)
 
-    def latency_row(label: str, measured: tuple[float, float, int]) -> list[object]:
-        p50, p99, count = measured
-        return [label, float(count) / seconds, "",
-                f"p50 {p50:.1f} ms, p99 {p99:.1f} ms ({count:,} events)"]  # fmt: skip
+    def latency_row(label: str, m: relay.Latency) -> list[object]:
+        fetch = f"p50 {m.fetch_p50_ms:.1f}, p99 {m.fetch_p99_ms:.1f} ms"
+        return [label, float(m.count) / seconds, "",
+                f"p50 {m.p50_ms:.1f} ms, p99 {m.p99_ms:.1f} ms ({m.count:,} events); "
+                f"of it emit -> relay fetch {fetch}"]  # fmt: skip
 
     rows_out = [
         ["relay drain (one relay)", drained.events_per_s, f"{drained.events_per_s / bare:.2f}x",

@@ -189,14 +189,27 @@ def discard_backlog(settings: HandoffSettings, tenant: str) -> None:
         )
 
 
+@dataclass
+class Latency:
+    """Emit commit -> broker append (ms), and its first segment, emit commit -> relay fetch
+    (the relay's timing header): a slow fetch shows there, a slow produce or broker after."""
+
+    p50_ms: float
+    p99_ms: float
+    count: int
+    fetch_p50_ms: float
+    fetch_p99_ms: float
+
+
 def latency(
     settings: HandoffSettings, home: str, tokens: dict[str, str], tenant: str, rate: float,
     seconds: float,
-) -> tuple[float, float, int]:  # fmt: skip
-    """p50, p99 (ms) and count of emit commit -> broker append, at a steady rate."""
+) -> Latency:  # fmt: skip
+    """Emit commit -> broker append at a steady rate."""
     topic = f"bench.latency.{uuid.uuid4().hex[:6]}"
     make_topic(settings, topic, log_append_time=True)
-    env = {**os.environ, "HANDOFF_HOME": home, "HANDOFF_RELAY_DEFAULT_TOPIC": topic}
+    env = {**os.environ, "HANDOFF_HOME": home, "HANDOFF_RELAY_DEFAULT_TOPIC": topic,
+           "HANDOFF_RELAY_TRACE_TIMING": "true"}  # fmt: skip
     relay = subprocess.Popen(
         [sys.executable, "-m", "handoff.cli", "relay"],
         env=env,
@@ -226,11 +239,12 @@ def latency(
     return _latencies(settings, topic, tenant)
 
 
-def _latencies(settings: HandoffSettings, topic: str, tenant: str) -> tuple[float, float, int]:
+def _latencies(settings: HandoffSettings, topic: str, tenant: str) -> Latency:
     from confluent_kafka.schema_registry import SchemaRegistryClient, topic_subject_name_strategy
     from confluent_kafka.schema_registry.avro import AvroDeserializer
 
     found: list[float] = []
+    to_fetch: list[float] = []
     with SchemaRegistryClient({"url": settings.schema_registry_url, "timeout": 10}) as registry:
         decode = AvroDeserializer(
             registry, conf={"subject.name.strategy": topic_subject_name_strategy}
@@ -254,6 +268,9 @@ def _latencies(settings: HandoffSettings, topic: str, tenant: str) -> tuple[floa
                 _, appended_ms = msg.timestamp()
                 occurred = event["occurredAt"].timestamp() * 1000
                 found.append(appended_ms - occurred)
+                to_fetch.append(int(marks.get("relayFetchedAt") or 0) / 1000 - occurred)
         consumer.close()
     found.sort()
-    return percentile(found, 50), percentile(found, 99), len(found)
+    to_fetch.sort()
+    return Latency(percentile(found, 50), percentile(found, 99), len(found),
+                   percentile(to_fetch, 50), percentile(to_fetch, 99))  # fmt: skip
