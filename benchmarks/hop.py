@@ -9,10 +9,11 @@ document on and records every mark of its hop. Segments, per handoff:
     emit commit -> relay fetch -> produce -> broker append -> consumer poll
     -> unit start -> unit commit
 
-"emit commit" is the event's ``occurredAt`` (the emit transaction's
-``now()``: one statement, so within a fraction of a millisecond of its
-commit); "unit commit" is the consumer's clock after the commit returned.
-All clocks are this machine's one clock (the broker's in milliseconds).
+"emit commit" is the pacer's clock when its emit (an autocommit statement)
+returned; the emit itself, from its ``occurredAt`` (the transaction's
+``now()``) to that commit, is a segment of its own beside the hop. "unit
+commit" is the consumer's clock after its commit returned. All clocks are
+this machine's one clock (the broker's in milliseconds).
 
 The CPU the whole system spends per hop is the CPU time each part's
 processes used during the run (PostgreSQL's postmaster and its children,
@@ -52,7 +53,7 @@ HOP_BATCH = 100
 
 # (label, later mark, earlier mark): the marks are columns of the query below.
 SEGMENTS = (
-    ("emit commit -> relay fetch", "fetched", "occurred"),
+    ("emit commit -> relay fetch", "fetched", "emitted"),
     ("relay fetch -> produce", "produced", "fetched"),
     ("produce -> broker append", "appended", "produced"),
     ("broker append -> consumer poll", "received", "appended"),
@@ -276,7 +277,7 @@ def measure(
             # steady state, not a start-up backlog.
             _warm_up(bench, applied, run)
             meter.start()
-            sent = _pace(bench, rate, seconds, run)
+            sent, emitted = _pace(bench, rate, seconds, run)
             deadline = time.monotonic() + 120
             while applied() < sent + 1 and time.monotonic() < deadline:
                 time.sleep(0.2)
@@ -293,18 +294,22 @@ def measure(
     commits = _commits(trace)
     trace.unlink(missing_ok=True)
     marks = [
-        {"occurred": r[1], "fetched": r[2], "produced": r[3], "appended": r[4],
-         "received": r[5], "started": r[6], "done": r[7], "committed": commits.get(r[0])}
+        {"occurred": r[1], "emitted": emitted.get(r[0]), "fetched": r[2], "produced": r[3],
+         "appended": r[4], "received": r[5], "started": r[6], "done": r[7],
+         "committed": commits.get(r[0])}
         for r in rows
     ]  # fmt: skip
-    total = sorted(m["committed"] - m["occurred"] for m in marks if m["committed"] is not None)
-    if len(total) != sent:
-        raise RuntimeError(f"{sent - len(total)} handoffs have no commit mark in {trace}")
+    missing = [m for m in marks if m["committed"] is None or m["emitted"] is None]
+    if missing:
+        raise RuntimeError(f"{len(missing)} handoffs lack a commit mark (see {trace})")
+    total = sorted(m["committed"] - m["emitted"] for m in marks)
     segments = [Segment(label, *_p50_p99(m[later] - m[earlier] for m in marks))
                 for label, later, earlier in SEGMENTS]  # fmt: skip
-    # The hop as `bench consumer` has always reported it (to the handler's effect, just
-    # before the commit), so that figures stay comparable with earlier ones.
-    segments.append(Segment("emit commit -> handler's effect", *_p50_p99(
+    segments.append(Segment("the emit (occurredAt -> its commit)", *_p50_p99(
+        m["emitted"] - m["occurred"] for m in marks)))  # fmt: skip
+    # The hop as `bench consumer` has always reported it (occurredAt to the handler's
+    # effect, just before the commit), so that figures stay comparable with earlier ones.
+    segments.append(Segment("occurredAt -> handler's effect (bench consumer's hop)", *_p50_p99(
         m["done"] - m["occurred"] for m in marks)))  # fmt: skip
     return HopRun(sent / seconds, sent, percentile(total, 50), percentile(total, 99), peak[0],
                   segments, cpu)  # fmt: skip
@@ -334,9 +339,11 @@ def _warm_up(bench: Bench, applied: Callable[[], int], run: int) -> None:
         time.sleep(0.1)
 
 
-def _pace(bench: Bench, rate: float, seconds: float, run: int) -> int:
-    """Creates at a steady ``rate`` from two threads; returns how many were sent."""
+def _pace(bench: Bench, rate: float, seconds: float, run: int) -> tuple[int, dict[str, float]]:
+    """Creates at a steady ``rate`` from two threads: how many were sent, and each one's
+    commit on this process's clock (ms), by event id."""
     sent = [0, 0]
+    emitted: dict[str, float] = {}
 
     def worker(index: int) -> None:
         interval = 2.0 / rate
@@ -346,8 +353,9 @@ def _pace(bench: Bench, rate: float, seconds: float, run: int) -> int:
             while (due := began + n * interval) < began + seconds:
                 if (wait := due - time.perf_counter()) > 0:
                     time.sleep(wait)
-                conn.execute(CREATE_ONE, {"prefix": f"hop{run}-{index}-", "owner": "bench-hop",
-                                          "n": n * 2 + index})  # fmt: skip
+                prefix, number = f"hop{run}-{index}-", n * 2 + index
+                conn.execute(CREATE_ONE, {"prefix": prefix, "owner": "bench-hop", "n": number})
+                emitted[f"{prefix}e-{number}"] = time.time() * 1000
                 n += 1
             sent[index] = n
 
@@ -356,7 +364,7 @@ def _pace(bench: Bench, rate: float, seconds: float, run: int) -> int:
         thread.start()
     for thread in threads:
         thread.join()
-    return sum(sent)
+    return sum(sent), emitted
 
 
 def watch(proc: subprocess.Popen[bytes]) -> float:
