@@ -19,6 +19,7 @@ from typing import Any
 import httpx
 import psycopg
 import pytest
+from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import ConfigResource, ResourceType
 
 from handoff.core import HandoffClient
@@ -40,12 +41,18 @@ DOCS = 240
 
 
 def _replication_of(bootstrap: str, topic: str) -> tuple[set[int], str]:
-    """Replica counts of the topic's partitions, and its min.insync.replicas."""
+    """Replica counts of the topic's partitions, and its min.insync.replicas; nothing yet
+    while the broker asked does not know the new topic (UNKNOWN_TOPIC_OR_PART)."""
     client = kafka_admin(bootstrap)
     meta = client.list_topics(topic, timeout=10).topics[topic]
     counts = {len(p.replicas) for p in meta.partitions.values()}
     resource = ConfigResource(ResourceType.TOPIC, topic)
-    configs = client.describe_configs([resource])[resource].result(timeout=10)
+    try:
+        configs = client.describe_configs([resource])[resource].result(timeout=10)
+    except KafkaException as exc:  # the metadata reaches every broker a moment later
+        if exc.args[0].code() != KafkaError.UNKNOWN_TOPIC_OR_PART:
+            raise
+        return set(), ""
     return counts, configs["min.insync.replicas"].value
 
 
