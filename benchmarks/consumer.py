@@ -42,6 +42,7 @@ from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from benchmarks import hop, pgbench
 from benchmarks.consumer_app import EFFECTS_DDL
+from benchmarks.stats import peak_rss
 from benchmarks.tenants import remove_tenant
 from handoff.core.identity import Credential
 from handoff.core.services import add_service
@@ -225,7 +226,7 @@ class Bench:
                 stdout=subprocess.DEVNULL,
                 stderr=log,
             )  # fmt: skip
-        peak = hop.watch(proc)
+        peak = peak_rss(proc, 0.2) / 1e6
         if proc.returncode != 0:
             raise RuntimeError(f"consumer exited {proc.returncode}; see {log_path}")
         with psycopg.connect(self.settings.database_url) as conn:

@@ -25,6 +25,7 @@ is beside it, which includes anything else running.
 from __future__ import annotations
 
 import signal
+import statistics
 import subprocess
 import sys
 import threading
@@ -37,7 +38,7 @@ from typing import TYPE_CHECKING
 import psutil
 import psycopg
 
-from benchmarks.stats import markdown_table, percentile
+from benchmarks.stats import markdown_table, peak_rss, percentile
 from handoff.core.settings import HandoffSettings
 
 if TYPE_CHECKING:  # consumer.py imports this module
@@ -193,12 +194,10 @@ def runs(
 
 def _spread(values: list[float], digits: int = 1) -> str:
     """The median of the runs, and their range."""
-    ordered = sorted(values)
-    middle = ordered[len(ordered) // 2] if len(ordered) % 2 else (
-        (ordered[len(ordered) // 2 - 1] + ordered[len(ordered) // 2]) / 2)  # fmt: skip
-    if len(ordered) == 1:
+    middle = statistics.median(values)
+    if len(values) == 1:
         return f"{middle:.{digits}f}"
-    return f"{middle:.{digits}f} ({ordered[0]:.{digits}f} to {ordered[-1]:.{digits}f})"
+    return f"{middle:.{digits}f} ({min(values):.{digits}f} to {max(values):.{digits}f})"
 
 
 def tables(measured: list[HopRun]) -> list[str]:
@@ -257,7 +256,9 @@ def measure(
             stderr=log,
         )  # fmt: skip
     peak = [0.0]
-    watcher = threading.Thread(target=lambda: peak.__setitem__(0, watch(hop)), daemon=True)
+    watcher = threading.Thread(
+        target=lambda: peak.__setitem__(0, peak_rss(hop, 0.2) / 1e6), daemon=True
+    )
     watcher.start()
     meter = CpuMeter({**stack_pids, "relay": relay.pid, "consumer": hop.pid})
     try:
@@ -365,17 +366,3 @@ def _pace(bench: Bench, rate: float, seconds: float, run: int) -> tuple[int, dic
     for thread in threads:
         thread.join()
     return sum(sent), emitted
-
-
-def watch(proc: subprocess.Popen[bytes]) -> float:
-    """Peak RSS (MB) of a process, sampled until it exits."""
-    peak = 0
-    try:
-        watched = psutil.Process(proc.pid)
-        while proc.poll() is None:
-            peak = max(peak, watched.memory_info().rss)
-            time.sleep(0.2)
-    except psutil.NoSuchProcess:
-        pass
-    proc.wait()
-    return peak / 1e6

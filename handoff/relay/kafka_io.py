@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import time
 from typing import Any
 
 from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
@@ -55,4 +56,13 @@ def headers(payload: dict[str, Any]) -> list[Any]:
         ("owner", (payload.get("owner") or "").encode()),
         ("tenant", payload["tenantId"].encode()),
         ("version", str(payload["version"]).encode()),
+    ]
+
+
+def timing_headers(fetched_at: float) -> list[Any]:
+    """``trace_timing``'s headers: when a batch was fetched and when its produce began,
+    epoch microseconds (a latency breakdown's relay segments, make bench-hop)."""
+    return [
+        ("relayFetchedAt", str(int(fetched_at * 1e6)).encode()),
+        ("relayProducedAt", str(int(time.time() * 1e6)).encode()),
     ]

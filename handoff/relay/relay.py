@@ -46,7 +46,7 @@ from handoff.core.retry import RetryPolicy
 from handoff.core.settings import HandoffSettings
 from handoff.relay import metrics
 from handoff.relay.floor import Floor
-from handoff.relay.kafka_io import headers, register_schemas
+from handoff.relay.kafka_io import headers, register_schemas, timing_headers
 from handoff.relay.settings import RelaySettings
 from handoff.relay.slots import SlotOwner
 
@@ -345,7 +345,7 @@ class Relay:
         they never overtake it.
         """
         rows = batch.rows
-        timing = self._timing(batch) if self.config.trace_timing else []
+        timing = timing_headers(batch.fetched_at) if self.config.trace_timing else []
         self._failed.clear()
         done = Published(acked=[])
         parked: set[Document] = set()
@@ -403,15 +403,6 @@ class Relay:
         if done.failed:
             metrics.FAILURES.labels("delivery").inc(len(self._failed))
         return done
-
-    @staticmethod
-    def _timing(batch: Batch) -> list[Any]:
-        """The timing headers: when the batch was fetched and when its produce began,
-        epoch microseconds (a latency breakdown's relay segments, make bench-hop)."""
-        return [
-            ("relayFetchedAt", str(int(batch.fetched_at * 1e6)).encode()),
-            ("relayProducedAt", str(int(time.time() * 1e6)).encode()),
-        ]
 
     def _produce(self, topic: str, value: bytes, key: bytes, hdrs: list[Any]) -> None:
         while True:
