@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: browser setup up down status lint schemas-check test test-unit demo bench bench-hop bench-sync cluster chaos screenshots clean
+.PHONY: browser setup up down status lint schemas-check test test-unit demo bench bench-hop bench-peer bench-sync cluster chaos screenshots clean
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python 3.11+ is required (set PYTHON=python3.11)")'
@@ -56,6 +56,11 @@ HOP_ARGS ?=
 bench-hop: up  ## the hop latency taken apart by segment, five runs (HOP_ARGS=--hop-rate 250)
 	$(BIN)/handoff db upgrade
 	$(BIN)/handoff bench hop --runs 5 --seconds 20 $(HOP_ARGS)
+
+PEER_ARGS ?=
+bench-peer: up  ## handoff relay beside Debezium's outbox connector, three runs (PEER_ARGS=--peer-rows 1000000)
+	$(BIN)/handoff db upgrade
+	$(BIN)/handoff bench peer $(PEER_ARGS)
 
 # The clustered stack (a two-node Patroni PostgreSQL, three brokers) in a home of its own.
 CLUSTER_HOME ?= .handoff-cluster

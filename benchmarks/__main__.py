@@ -18,6 +18,7 @@ from benchmarks import (
     emit,
     emit_pgbench,
     hop,
+    peer,
     pgbench,
     relay,
     sync_replication,
@@ -452,6 +453,22 @@ def bench_compare(documents: int, seconds: float, reads: int, prices: Prices) ->
     return table
 
 
+def bench_peer(rows: int, rate: float, seconds: float, runs: int) -> str:
+    """handoff relay beside Debezium's outbox connector on one outbox, ``runs`` times."""
+    stack = LocalStack(console=console)
+    settings = load_settings(stack.layout.home)
+    console.print(f"[bold]peer[/bold]: {runs} runs; backlogs of {rows:,} rows, "
+                  f"{rate:,.0f}/s for {seconds:.0f} s; handoff relay, then Debezium")  # fmt: skip
+    measured = peer.runs(stack, settings, rows, rate, seconds, runs,
+                         lambda line: console.print(line, highlight=False))  # fmt: skip
+    out = stack.layout.home / "bench"
+    out.mkdir(parents=True, exist_ok=True)
+    (out / f"peer-{time.strftime('%Y%m%d-%H%M%S')}.json").write_text(
+        json.dumps(peer.as_json(measured), indent=2)
+    )
+    return peer.table(measured, rows, rate)
+
+
 def bench_sync(clients: int, seconds: float, rounds: int) -> str:
     """Strict synchronous replication on and off, same cluster, same run."""
     stack = LocalStack(console=console)
@@ -478,7 +495,8 @@ def main() -> None:
         default=["emit", "relay", "tracker", "consumer", "effects", "audit"],
         help="benchmarks to run: emit, relay, tracker, consumer, effects, audit; "
         "compare (PostgreSQL beside the DynamoDB design), hop (the hop latency taken apart, "
-        "--runs times) and sync (synchronous replication's cost, on a clustered stack home) "
+        "--runs times), peer (handoff relay beside Debezium) and sync (synchronous "
+        "replication's cost, on a clustered stack home) "
         "run only when named",
     )
     parser.add_argument("--rows", type=int, default=1_000_000, help="relay backlog rows")
@@ -514,6 +532,8 @@ def main() -> None:
                         help="compare: USD per GB-month of DynamoDB storage")  # fmt: skip
     parser.add_argument("--rounds", type=int, default=3, help="sync: rounds of on and off")
     parser.add_argument("--runs", type=int, default=5, help="hop: runs, each --seconds long")
+    parser.add_argument("--peer-rows", type=int, default=100_000, help="peer: backlog rows")
+    parser.add_argument("--peer-runs", type=int, default=3, help="peer: runs of every scenario")
     parser.add_argument("--hop-lanes", type=int, default=1, help="hop: the consumer's lanes")
     args = parser.parse_args()
     counts = [int(c) for c in args.clients.split(",")]
@@ -548,6 +568,10 @@ def main() -> None:
         prices = Prices(args.write_price, args.read_price, args.gb_month_price)
         table = bench_compare(args.compare_documents, args.seconds, args.reads, prices)
         console.print("\n[bold]PostgreSQL (measured) beside the DynamoDB design (modelled)[/bold]")
+        print(table)
+    if "peer" in args.which:
+        table = bench_peer(args.peer_rows, args.rate, args.seconds, args.peer_runs)
+        console.print("\n[bold]handoff relay beside Debezium's outbox connector[/bold]")
         print(table)
     if "sync" in args.which:
         table = bench_sync(max(counts), args.seconds, args.rounds)

@@ -1,4 +1,5 @@
-"""Kafka and ZooKeeper jars and the Apicurio Registry distribution, resolved by Maven into a cache.
+"""Kafka, ZooKeeper and Kafka Connect jars, Debezium's connector and the Apicurio Registry
+distribution, resolved by Maven into a cache.
 
 Each artifact lands in ``<cache_dir>/<name>-<version>/`` and is marked
 complete only after it was fully written, so an interrupted download is
@@ -123,6 +124,19 @@ def kafka_lib(cache_dir: Path, version: str, console: Console) -> Path:
 def zookeeper_lib(cache_dir: Path, version: str, console: Console) -> Path:
     """Folder with every jar a ZooKeeper server needs (classpath ``lib/*``)."""
     return _maven_lib(cache_dir, "zookeeper", version, "Apache ZooKeeper", console)
+
+
+def connect_lib(cache_dir: Path, version: str, console: Console) -> Path:
+    """Folder with every jar a Kafka Connect standalone worker needs (``lib/*``)."""
+    return _maven_lib(cache_dir, "connect", version, "Kafka Connect", console)
+
+
+def debezium_plugin(cache_dir: Path, version: str, console: Console) -> Path:
+    """A Connect plugin folder holding the Debezium PostgreSQL connector and its jars.
+
+    Connect's ``plugin.path`` names the folder *above* it: each plugin gets its
+    own class loader there."""
+    return _maven_lib(cache_dir, "debezium", version, "Debezium", console)
 
 
 def registry_dist(cache_dir: Path, version: str, console: Console) -> Path:

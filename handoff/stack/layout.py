@@ -55,6 +55,12 @@ class StackSettings(BaseSettings):
     kafka_version: Annotated[str, Field(description="org.apache.kafka:kafka_2.13 version.")] = (
         "4.1.1"
     )
+    connect_version: Annotated[
+        str, Field(description="org.apache.kafka:connect-runtime version (bench peer).")
+    ] = "4.3.0"
+    debezium_version: Annotated[
+        str, Field(description="io.debezium:debezium-connector-postgres version (bench peer).")
+    ] = "3.6.1.Final"
     registry_version: Annotated[
         str, Field(description="io.apicurio:apicurio-registry-app version (3.x).")
     ] = "3.3.3"
