@@ -629,7 +629,7 @@ def table(measured: dict[str, list[Outcome]], rows: int, rate: float) -> str:
         line("kill -> all rows on the topic (s)", lambda o: o.killed.recovered_s, ".1f"),
     ]  # fmt: skip
     runs_note = f"median of {len(relay)} run{'s' if len(relay) != 1 else ''} (range)"
-    headers = ["measure", f"handoff relay, {runs_note}", "Debezium", "relay ÷ Debezium"]
+    headers = [f"measure, {runs_note}", "handoff relay", "Debezium", "relay ÷ Debezium"]
     return markdown_table(headers, lines) + "\n\n" + CAVEATS
 
 
