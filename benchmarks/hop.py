@@ -96,7 +96,8 @@ class HopRun:
 
 
 class CpuMeter:
-    """CPU seconds of named process trees over a window, sampled every ``every_s``.
+    """CPU seconds of named process trees over a window, sampled every ``every_s``, and
+    the largest resident memory each tree had at a sample (``peak_rss_mb``).
 
     Sampled, not read twice: a process that ends inside the window (the
     pacer's database sessions close before the drain is over) keeps the CPU
@@ -109,6 +110,7 @@ class CpuMeter:
         self._base: dict[int, float] = {}  # CPU at the window's start (0: started within)
         self._last: dict[int, tuple[str, float]] = {}  # part and CPU at its last sample
         self._machine = 0.0
+        self.peak_rss_mb: dict[str, float] = dict.fromkeys(self.roots, 0.0)
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -119,12 +121,15 @@ class CpuMeter:
                 procs = [root, *root.children(recursive=True)]
             except psutil.NoSuchProcess:
                 continue
+            rss = 0
             for proc in procs:
                 try:
                     t = proc.cpu_times()
+                    rss += proc.memory_info().rss
                 except psutil.NoSuchProcess:
                     continue
                 self._last[proc.pid] = (name, t.user + t.system)
+            self.peak_rss_mb[name] = max(self.peak_rss_mb[name], rss / 1e6)
         own = psutil.Process().cpu_times()  # this process's threads (the pacer), not children
         self._last[-1] = ("pacer", own.user + own.system)
 

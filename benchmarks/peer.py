@@ -30,9 +30,7 @@ import contextlib
 import json
 import os
 import shutil
-import signal
 import statistics
-import subprocess
 import sys
 import threading
 import time
@@ -42,7 +40,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-import psutil
 import psycopg
 from confluent_kafka import Consumer, KafkaException, Message
 from confluent_kafka.admin import AdminClient  # type: ignore[attr-defined]
@@ -51,36 +48,17 @@ from confluent_kafka.schema_registry.avro import AvroDeserializer
 
 from benchmarks.hop import CpuMeter
 from benchmarks.peer_stack import (
+    Child,
     ConnectWorker,
     LogicalPostgres,
     prepare_publication,
     reset_slot,
 )
-from benchmarks.relay import make_topic
+from benchmarks.relay import BACKLOG_DOCS, FILL, make_topic
 from benchmarks.stats import markdown_table, percentile
 from handoff.core.settings import HandoffSettings
 from handoff.stack.local import LocalStack
-
-DOCS = 10_000  # documents per backlog; a row's version is its number / DOCS + 1
-
-ROWS = """
-WITH wake AS (
-    UPDATE handoff.relay_wakeup SET waiting = false WHERE waiting
-    RETURNING pg_notify('handoff_outbox', '')
-)
-INSERT INTO handoff.outbox (tenant_id, document_id, run_id, version, event_id, event_type, payload)
-SELECT %(tenant)s, 'doc-' || (g %% 10000), 1, g / 10000 + 1, %(tenant)s || '-' || g, 'handed',
-       jsonb_build_object(
-           'eventId', %(tenant)s || '-' || g, 'eventType', 'handed',
-           'source', 'o01', 'occurredAt', handoff._micros(clock_timestamp()),
-           'tenantId', %(tenant)s, 'documentId', 'doc-' || (g %% 10000), 'runId', 1,
-           'version', g / 10000 + 1, 'correlationId', NULL, 'causationId', NULL,
-           'owner', 'o' || (g %% 50), 'previousOwner', 'o01', 'status', 'working',
-           'assignedAt', handoff._micros(clock_timestamp()), 'dueAt', NULL,
-           'completed', false, 'completedAt', NULL,
-           'data', jsonb_build_object('amount', g, 'note', 'benchmark row'))
-  FROM generate_series(%(start)s::bigint, %(stop)s::bigint) AS g
-"""
+from handoff.stack.procs import wait_until
 
 CAVEATS = """\
 Caveats, read before quoting the table:
@@ -116,44 +94,24 @@ class Publisher(Protocol):
     def stop(self) -> None: ...
 
 
-class Relay:
+class Relay(Child):
     """``handoff relay`` (long-running, its defaults) against the peer database."""
 
     name = "handoff relay"
 
     def __init__(self, home: str, database_url: str) -> None:
+        super().__init__()
         self.home = home
         self.database_url = database_url
-        self.proc: subprocess.Popen[bytes] | None = None
-        self.env: dict[str, str] = {}
 
     def before_backlog(self) -> None:
         pass
 
     def start(self, topic: str) -> None:
-        self.env = {**os.environ, "HANDOFF_HOME": self.home,
-                    "HANDOFF_DATABASE_URL": self.database_url,
-                    "HANDOFF_RELAY_DEFAULT_TOPIC": topic}  # fmt: skip
-        self.resume()
-
-    def resume(self) -> None:
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "handoff.cli", "relay"], env=self.env,
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-        )  # fmt: skip
-
-    def pid(self) -> int | None:
-        return self.proc.pid if self.proc is not None and self.proc.poll() is None else None
-
-    def kill(self) -> None:
-        if self.proc is not None:
-            self.proc.send_signal(signal.SIGKILL)
-            self.proc.wait(30)
-
-    def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()
-            self.proc.wait(60)
+        self.spawn([sys.executable, "-m", "handoff.cli", "relay"],
+                   env={**os.environ, "HANDOFF_HOME": self.home,
+                        "HANDOFF_DATABASE_URL": self.database_url,
+                        "HANDOFF_RELAY_DEFAULT_TOPIC": topic})  # fmt: skip
 
 
 class Debezium:
@@ -204,14 +162,14 @@ class Tally:
 
     def __post_init__(self) -> None:
         self.deliveries = array("I", bytes(4 * self.rows))
-        self.top = array("i", [0] * DOCS)
+        self.top = array("i", [0] * BACKLOG_DOCS)
 
     def add(self, number: int, version: int, appended_ms: float, occurred_ms: float) -> None:
         if self.deliveries[number]:
             self.duplicates += 1
         else:
             self.distinct += 1
-            doc = number % DOCS
+            doc = number % BACKLOG_DOCS
             if version < self.top[doc]:
                 self.reorders += 1
             self.top[doc] = max(self.top[doc], version)
@@ -274,12 +232,9 @@ class Watcher:
                 self.tally.add(number, version, float(appended_ms), occurred_ms)
 
     def wait(self, check: Callable[[Tally], bool], timeout_s: float, what: str) -> None:
-        deadline = time.monotonic() + timeout_s
-        while not check(self.tally):
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"{what}: {self.tally.distinct:,} of {self.tally.rows:,} "
-                                   f"rows on the topic after {timeout_s:.0f} s")  # fmt: skip
-            time.sleep(0.05)
+        if not wait_until(lambda: check(self.tally), timeout_s, interval_s=0.05):
+            raise TimeoutError(f"{what}: {self.tally.distinct:,} of {self.tally.rows:,} "
+                               f"rows on the topic after {timeout_s:.0f} s")  # fmt: skip
 
     def wait_quiet(self, seconds: float) -> None:
         while time.monotonic() - self.last_record < seconds:
@@ -289,34 +244,6 @@ class Watcher:
         self._stop.set()
         self._thread.join()
         self._consumer.close()
-
-
-class PeakRss:
-    """The largest resident memory of a process tree, sampled every 0.2 s."""
-
-    def __init__(self, pid_of: Callable[[], int | None]) -> None:
-        self.peak = 0
-        self._pid_of = pid_of
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-        self._thread.start()
-
-    def _run(self) -> None:
-        while not self._stop.wait(0.2):
-            pid = self._pid_of()
-            if pid is None:
-                continue
-            try:
-                root = psutil.Process(pid)
-                total = sum(p.memory_info().rss for p in [root, *root.children(recursive=True)])
-            except psutil.Error:
-                continue
-            self.peak = max(self.peak, total)
-
-    def stop_mb(self) -> float:
-        self._stop.set()
-        self._thread.join()
-        return self.peak / 1e6
 
 
 @dataclass
@@ -366,6 +293,7 @@ class Peer:
         self.db = LogicalPostgres(stack.layout, stack.state, stack.console)
         self.topics: list[str] = []
         self.worker: ConnectWorker | None = None
+        self.admin_url = self.db.superuser_url("handoff")
         self.registry = SchemaRegistryClient({"url": settings.schema_registry_url, "timeout": 10})
 
     # -- set-up and clean-up ---------------------------------------------------------
@@ -377,20 +305,17 @@ class Peer:
         self.db.prepare()
         self.db.start()
         self.db.bootstrap()
-        upgrade(self.peer_settings())
-        prepare_publication(self.db.superuser_url("handoff"))
-        reset_slot(self.db.superuser_url("handoff"), create=False)
+        upgrade(self.settings.model_copy(update={"database_url": self.db.app_url()}))
+        prepare_publication(self.admin_url)
+        reset_slot(self.admin_url, create=False)
         self.worker = ConnectWorker(
             self.stack.layout, self.stack.console, self.db, self.settings.kafka_bootstrap
         )
 
-    def peer_settings(self) -> HandoffSettings:
-        return self.settings.model_copy(update={"database_url": self.db.app_url()})
-
     def publishers(self) -> list[Publisher]:
         assert self.worker is not None
         return [Relay(str(self.stack.layout.home), self.db.app_url()),
-                Debezium(self.worker, self.db.superuser_url("handoff"))]  # fmt: skip
+                Debezium(self.worker, self.admin_url)]  # fmt: skip
 
     def close(self) -> None:
         """Stop what was started, drop the topics, the peer database's folder."""
@@ -415,7 +340,7 @@ class Peer:
         return topic
 
     def _empty_outbox(self) -> None:
-        with psycopg.connect(self.db.superuser_url("handoff"), autocommit=True) as conn:
+        with psycopg.connect(self.admin_url, autocommit=True) as conn:
             conn.execute("TRUNCATE handoff.outbox")
             conn.execute("VACUUM ANALYZE handoff.outbox")
             conn.execute("CHECKPOINT")
@@ -429,12 +354,12 @@ class Peer:
             conn.execute("SET synchronous_commit = off")
             with conn.pipeline() as pipeline:
                 for g in range(rows):
-                    conn.execute(ROWS, {"tenant": tenant, "start": g, "stop": g})
+                    conn.execute(FILL, {"tenant": tenant, "start": g, "stop": g})
                     pipeline.sync()
 
     def _write_bulk(self, tenant: str, rows: int) -> None:
         with psycopg.connect(self.db.app_url(), autocommit=True) as conn:
-            conn.execute(ROWS, {"tenant": tenant, "start": 0, "stop": rows - 1})
+            conn.execute(FILL, {"tenant": tenant, "start": 0, "stop": rows - 1})
 
     def _pace(self, tenant: str, rate: float, seconds: float) -> int:
         """One-row transactions at ``rate`` for ``seconds`` (synchronous commits, as emits),
@@ -451,7 +376,7 @@ class Peer:
                         time.sleep(min(0.01, (sent - elapsed * rate / lanes) / (rate / lanes)))
                         continue
                     g = sent * lanes + n
-                    conn.execute(ROWS, {"tenant": tenant, "start": g, "stop": g})
+                    conn.execute(FILL, {"tenant": tenant, "start": g, "stop": g})
                     sent += 1
                 done[n] = sent
 
@@ -470,7 +395,7 @@ class Peer:
             while watcher.tally.probes == 0:
                 if time.monotonic() > deadline:
                     raise TimeoutError(f"no probe row reached the topic in {timeout_s:.0f} s")
-                conn.execute(ROWS, {"tenant": f"probe-{uuid.uuid4().hex[:6]}", "start": n,
+                conn.execute(FILL, {"tenant": f"probe-{uuid.uuid4().hex[:6]}", "start": n,
                                     "stop": n})  # fmt: skip
                 n += 1
                 time.sleep(0.5)
@@ -492,17 +417,16 @@ class Peer:
         publisher.start(topic)
         meter = CpuMeter({"publisher": publisher.pid(), "postgres": self.db.pid()})
         meter.start()
-        rss = PeakRss(publisher.pid)
         try:
             watcher.wait(lambda t: t.distinct >= t.rows, 600, f"{publisher.name} drain")
         finally:
             cpu = meter.per(1)
-            peak = rss.stop_mb()
             publisher.stop()
             watcher.close()
         span_s = max((tally.last_ms - tally.first_ms) / 1000, 1e-3)
         return Drain(self.rows / span_s, tally.first_ms / 1000 - began,
-                     cpu["publisher"] / 1000, cpu["postgres"] / 1000, peak)  # fmt: skip
+                     cpu["publisher"] / 1000, cpu["postgres"] / 1000,
+                     meter.peak_rss_mb["publisher"])  # fmt: skip
 
     def steady(self, publisher: Publisher, rate: float, seconds: float) -> Steady:
         self._empty_outbox()
@@ -512,7 +436,6 @@ class Peer:
         tally = Tally(tenant, int(rate * seconds * 1.2) + 100)
         watcher = Watcher(self.settings, topic, tally, self._decoder(publisher))
         publisher.start(topic)
-        rss = PeakRss(publisher.pid)
         try:
             self._probe_until_seen(watcher)
             time.sleep(1)  # past the probe: nothing of the start-up in the window
@@ -522,12 +445,11 @@ class Peer:
             watcher.wait(lambda t: t.distinct >= sent, 120, f"{publisher.name} latency")
             cpu = meter.per(1)
         finally:
-            peak = rss.stop_mb()
             publisher.stop()
             watcher.close()
         found = sorted(tally.latencies)
         return Steady(percentile(found, 50), percentile(found, 99), len(found),
-                      cpu["publisher"] / 1000, peak)  # fmt: skip
+                      cpu["publisher"] / 1000, meter.peak_rss_mb["publisher"])  # fmt: skip
 
     def killed(self, publisher: Publisher) -> Killed:
         self._empty_outbox()

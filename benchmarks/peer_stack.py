@@ -13,22 +13,20 @@
 
 from __future__ import annotations
 
-import json
+import os
 import signal
 import subprocess
-import urllib.error
-import urllib.request
 from importlib import resources
+from pathlib import Path
 
 import psycopg
 from rich.console import Console
 
-from handoff.core.errors import ServiceStartFailed
 from handoff.stack.artifacts import connect_lib, debezium_plugin
 from handoff.stack.java import find_java
 from handoff.stack.layout import Layout, StackState, pick_port
 from handoff.stack.postgres import Postgres
-from handoff.stack.procs import log_tail, wait_until
+from handoff.stack.procs import wait_until
 
 SLOT = "handoff_peer"
 PUBLICATION = "handoff_peer"
@@ -94,15 +92,48 @@ def _slot_idle(conn: psycopg.Connection[tuple[object, ...]]) -> bool:
     return row is None or not row[0]
 
 
-def slot_active(superuser_url: str) -> bool:
-    with psycopg.connect(superuser_url, autocommit=True) as conn:
-        return not _slot_idle(conn)
+class Child:
+    """A process the benchmark starts, SIGKILLs and starts again with the same command."""
+
+    def __init__(self) -> None:
+        self.proc: subprocess.Popen[bytes] | None = None
+        self._cmd: list[str] = []
+        self._env: dict[str, str] | None = None
+        self._log: Path | None = None
+
+    def spawn(self, cmd: list[str], *, env: dict[str, str] | None = None,
+              log: Path | None = None) -> None:  # fmt: skip
+        self._cmd, self._env, self._log = cmd, env, log
+        self.resume()
+
+    def resume(self) -> None:
+        """Start the command again (after a kill: what a supervisor's restart does)."""
+        with self._log.open("ab") if self._log else open(os.devnull, "wb") as out:
+            self.proc = subprocess.Popen(self._cmd, env=self._env, stdin=subprocess.DEVNULL,
+                                         stdout=out, stderr=subprocess.STDOUT)  # fmt: skip
+
+    def pid(self) -> int | None:
+        return self.proc.pid if self.proc is not None and self.proc.poll() is None else None
+
+    def kill(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGKILL)
+            self.proc.wait(30)
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(60)
+            except subprocess.TimeoutExpired:
+                self.kill()
 
 
-class ConnectWorker:
+class ConnectWorker(Child):
     """One Kafka Connect standalone worker running the Debezium outbox connector."""
 
     def __init__(self, layout: Layout, console: Console, db: LogicalPostgres, bootstrap: str):
+        super().__init__()
         s = layout.settings
         self.dir = layout.part_dir("peer-connect")
         self.log = layout.log_file("peer-connect")
@@ -112,7 +143,6 @@ class ConnectWorker:
         self.db = db
         self.bootstrap = bootstrap
         self.rest_port = pick_port(18083, set())
-        self.proc: subprocess.Popen[bytes] | None = None
 
     def _worker_properties(self) -> str:
         return "\n".join(
@@ -175,61 +205,10 @@ class ConnectWorker:
         log4j = resources.files("handoff.stack") / "resources" / "kafka-log4j2.xml"
         (self.dir / "log4j2.xml").write_text(log4j.read_text())
         self.log.parent.mkdir(parents=True, exist_ok=True)
-        with self.log.open("ab") as out:
-            self.proc = subprocess.Popen(
-                [str(self.java), "-Xms256M", "-Xmx2G",  # connect-standalone.sh's heap
-                 f"-Dlog4j2.configurationFile={self.dir / 'log4j2.xml'}",
-                 "-cp", f"{self.lib}/*", "org.apache.kafka.connect.cli.ConnectStandalone",
-                 str(self.dir / "worker.properties"), str(self.dir / "connector.properties")],
-                stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-            )  # fmt: skip
-
-    def resume(self) -> None:
-        """Start again after a kill, keeping the offsets file (what a restart does)."""
-        assert self.proc is not None
-        with self.log.open("ab") as out:
-            self.proc = subprocess.Popen(
-                self.proc.args, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL
-            )
-
-    def wait_streaming(self, timeout_s: float = 120) -> None:
-        """Until the connector's task runs and its walsender holds the slot."""
-
-        def running() -> bool:
-            if self.proc is None or self.proc.poll() is not None:
-                raise ServiceStartFailed(
-                    f"Kafka Connect exited; last lines of {self.log}:\n{log_tail(self.log)}"
-                )
-            try:
-                with urllib.request.urlopen(
-                    f"http://127.0.0.1:{self.rest_port}/connectors/{CONNECTOR}/status", timeout=2
-                ) as answer:
-                    status = json.load(answer)
-            except (OSError, urllib.error.URLError, ValueError):
-                return False
-            tasks = status.get("tasks") or [{}]
-            if tasks[0].get("state") == "FAILED":
-                raise ServiceStartFailed(f"the Debezium task failed: {tasks[0].get('trace')}")
-            return tasks[0].get("state") == "RUNNING" and slot_active(self.db.superuser_url())
-
-        if not wait_until(running, timeout_s=timeout_s, interval_s=0.5):
-            raise ServiceStartFailed(
-                f"Debezium did not start streaming in {timeout_s:.0f} s; "
-                f"last lines of {self.log}:\n{log_tail(self.log)}"
-            )
-
-    def pid(self) -> int | None:
-        return self.proc.pid if self.proc is not None and self.proc.poll() is None else None
-
-    def kill(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGKILL)
-            self.proc.wait(30)
-
-    def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(60)
-            except subprocess.TimeoutExpired:
-                self.kill()
+        self.spawn(
+            [str(self.java), "-Xms256M", "-Xmx2G",  # connect-standalone.sh's heap
+             f"-Dlog4j2.configurationFile={self.dir / 'log4j2.xml'}",
+             "-cp", f"{self.lib}/*", "org.apache.kafka.connect.cli.ConnectStandalone",
+             str(self.dir / "worker.properties"), str(self.dir / "connector.properties")],
+            log=self.log,
+        )  # fmt: skip

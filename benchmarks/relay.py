@@ -30,16 +30,27 @@ from handoff.core.kafka import producer as relay_producer
 from handoff.core.settings import HandoffSettings
 from handoff.relay.kafka_io import headers
 
-FILL = """
+BACKLOG_DOCS = 10_000  # documents of a backlog; a row's version is its number / this + 1
+
+# Rows numbered start..stop as emits write them, with the emit's wake-up of an
+# idle relay (relay_wakeup); occurredAt is each row's own clock. bench relay
+# fills its backlog with it, bench peer every scenario's rows.
+FILL = f"""
+WITH wake AS (
+    UPDATE handoff.relay_wakeup SET waiting = false WHERE waiting
+    RETURNING pg_notify('handoff_outbox', '')
+)
 INSERT INTO handoff.outbox (tenant_id, document_id, run_id, version, event_id, event_type, payload)
-SELECT %(tenant)s, 'doc-' || (g %% 10000), 1, g / 10000 + 1, %(tenant)s || '-' || g, 'handed',
+SELECT %(tenant)s, 'doc-' || (g %% {BACKLOG_DOCS}), 1, g / {BACKLOG_DOCS} + 1,
+       %(tenant)s || '-' || g, 'handed',
        jsonb_build_object(
            'eventId', %(tenant)s || '-' || g, 'eventType', 'handed',
-           'source', 'o01', 'occurredAt', handoff._micros(now()), 'tenantId', %(tenant)s,
-           'documentId', 'doc-' || (g %% 10000), 'runId', 1, 'version', g / 10000 + 1,
-           'correlationId', NULL, 'causationId', NULL, 'owner', 'o' || (g %% 50),
-           'previousOwner', 'o01', 'status', 'working', 'assignedAt', handoff._micros(now()),
-           'dueAt', NULL, 'completed', false, 'completedAt', NULL,
+           'source', 'o01', 'occurredAt', handoff._micros(clock_timestamp()),
+           'tenantId', %(tenant)s, 'documentId', 'doc-' || (g %% {BACKLOG_DOCS}), 'runId', 1,
+           'version', g / {BACKLOG_DOCS} + 1, 'correlationId', NULL, 'causationId', NULL,
+           'owner', 'o' || (g %% 50), 'previousOwner', 'o01', 'status', 'working',
+           'assignedAt', handoff._micros(clock_timestamp()), 'dueAt', NULL,
+           'completed', false, 'completedAt', NULL,
            'data', jsonb_build_object('amount', g, 'note', 'benchmark row'))
   FROM generate_series(%(start)s::bigint, %(stop)s::bigint) AS g
 """
