@@ -36,7 +36,8 @@ def test_run_supervises_restarts_and_stops_in_reverse_order(tmp_path: Path) -> N
             return "crasher: exited with 3" in text and text.count("crasher: started") >= 2
 
         assert wait_until(restarted, 20), out.read_text()
-        assert httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=5).status_code == 200
+        # The sandbox is started with the others but may not listen yet on a slow machine.
+        assert wait_until(lambda: _healthy(port), 20), out.read_text()
         children = psutil.Process(proc.pid).children()
         assert len(children) >= 4
         proc.send_signal(signal.SIGINT)  # Ctrl-C
@@ -44,6 +45,7 @@ def test_run_supervises_restarts_and_stops_in_reverse_order(tmp_path: Path) -> N
     finally:
         if proc.poll() is None:
             proc.kill()
+            proc.wait(10)
     text = out.read_text()
     assert "talker.1 | tick talker.1" in text and "talker.2 | tick talker.2" in text
     assert "sandbox | " in text
@@ -57,6 +59,13 @@ def test_run_supervises_restarts_and_stops_in_reverse_order(tmp_path: Path) -> N
     for child in children:
         assert not child.is_running() or child.status() == psutil.STATUS_ZOMBIE
     assert (tmp_path / "run-talker.1.log").read_text().startswith("tick talker.1")
+
+
+def _healthy(port: int) -> bool:
+    try:
+        return httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=5).status_code == 200
+    except httpx.TransportError:
+        return False
 
 
 def _toml(port: int, folder: Path) -> str:
@@ -105,6 +114,7 @@ def test_processes_end_when_handoff_run_is_killed(tmp_path: Path) -> None:
     finally:
         if proc.poll() is None:
             proc.kill()
+            proc.wait(10)
 
 
 def test_only_the_named_processes_run_with_variables_from_an_env_file(tmp_path: Path) -> None:

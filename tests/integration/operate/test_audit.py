@@ -238,3 +238,4 @@ def test_periodic_audits_export_breaches_as_metrics(
     finally:
         if proc.poll() is None:
             proc.kill()
+            proc.wait(10)

@@ -143,6 +143,7 @@ def test_a_replay_stopped_mid_run_resumes_with_nothing_applied_twice(
     finally:
         if run.poll() is None:
             run.kill()
+            run.wait(10)
     mid = items()
     assert 8 <= mid < 30
     state = admin.execute("SELECT status, stop_reason FROM handoff.replay_plans "
