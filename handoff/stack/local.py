@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable
+from concurrent.futures import ThreadPoolExecutor
 
 from rich.console import Console
 
@@ -166,14 +167,22 @@ class LocalStack:
 
     def down(self, parts: Iterable[str] | None = None) -> list[str]:
         """Stop this home's running parts, dependants first; return the names stopped."""
-        stopped = []
         names = (*self.standing, *OPTIONAL_PARTS) if parts is None else parts
-        for part in reversed([self.part(name) for name in names]):
-            if part.pid() is not None:
+        running = [part for part in reversed([self.part(n) for n in names]) if part.pid()]
+        # The brokers stop together. Each is also a controller, and one by one the
+        # last broker standing has lost its quorum: its controlled shutdown waits for
+        # a controller that is gone until stop's timeout kills it (45 s). Signalled
+        # together they have their quorum while they shut down (about 7 s for three).
+        brokers = [part for part in running if isinstance(part, Kafka)]
+        for part in running:
+            if part is (brokers[0] if brokers else None):
+                self.console.print(f"Stopping {', '.join(b.name for b in brokers)}…")
+                with ThreadPoolExecutor(len(brokers)) as pool:
+                    list(pool.map(Kafka.stop, brokers))
+            elif not isinstance(part, Kafka):
                 self.console.print(f"Stopping {part.name}…")
                 part.stop()
-                stopped.append(part.name)
-        return stopped
+        return [part.name for part in running]
 
     def _members(self) -> list[PatroniNode]:
         return self.cluster.nodes if self.cluster else []
