@@ -396,7 +396,9 @@ def test_a_kafka_outage_under_a_running_consumer_is_logged_as_one_and_loses_noth
 
 @pytest.mark.parametrize(
     ("processes", "batch", "max_deliveries"),
-    [(1, 1, 3), (1, 100, 3), (2, 1, 3), (2, 100, 3), (1, 8, 1)],
+    # Alone in one process; batched across two (each the other's redelivery); blamed
+    # for its batch. The other two mixes each cost 20 s of restarts and add no path.
+    [(1, 1, 3), (2, 100, 3), (1, 8, 1)],
 )
 def test_an_event_that_kills_its_consumer_runs_max_deliveries_times_then_is_quarantined(
     relays: Relays,
