@@ -46,7 +46,11 @@ def family_sql(family: str) -> str:
     return (FAMILIES / f"{family}.sql").read_text()
 
 
-def apply_family(family: str) -> None:
+# A line a later revision added to a family file, marked "-- since 0018_index_plans".
+SINCE = re.compile(r"^.*--\s*since (\d{4})_\w+.*\n", re.M)
+
+
+def apply_family(family: str, revision: str | None = None) -> None:
     """Applies a family's file (every function ``CREATE OR REPLACE``).
 
     The file holds today's text, so an older revision that applies it does so with the
@@ -55,8 +59,16 @@ def apply_family(family: str) -> None:
     it is created); ``make test`` upgrades a fresh database from the first revision on
     every run, so a break shows at once. Then freeze: copy the text the earlier revision
     needs into its own ``.sql`` before changing the family.
+
+    A change of whole lines outside the bodies (a SET clause) needs no copy: the line
+    ends ``-- since <revision>``, and an older ``revision`` applying the file leaves it
+    out, so each revision's schema stays what its downgrade puts back.
     """
-    op.execute(family_sql(family))
+    text = family_sql(family)
+    if revision is not None:
+        below = int(revision[:4])
+        text = SINCE.sub(lambda line: "" if int(line[1]) > below else line[0], text)
+    op.execute(text)
 
 
 def function_from(revision_sql: str, function: str) -> str:

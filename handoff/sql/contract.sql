@@ -458,6 +458,7 @@ CREATE OR REPLACE FUNCTION handoff.emit_direct(
 LANGUAGE plpgsql
 SECURITY DEFINER
 SET search_path = handoff, pg_temp
+SET enable_seqscan = off  -- since 0018_index_plans; why: consumer_begin in consumers.sql
 AS $$
 DECLARE
     v services := _consumer();  -- the session's service, or 28000
@@ -502,6 +503,7 @@ CREATE OR REPLACE FUNCTION handoff.emit_http(
     p_due_at timestamptz, p_data jsonb, p_correlation_id text, p_causation_id text
 ) RETURNS jsonb
 LANGUAGE plpgsql
+SET enable_seqscan = off  -- since 0018_index_plans; why: consumer_begin in consumers.sql
 AS $$
 DECLARE
     v handoff.services;

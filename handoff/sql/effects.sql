@@ -24,6 +24,7 @@ CREATE OR REPLACE FUNCTION handoff.effect_intend(
 LANGUAGE plpgsql
 SECURITY DEFINER
 SET search_path = handoff, pg_temp
+SET enable_seqscan = off  -- why: consumer_begin, in consumers.sql
 AS $$
 DECLARE
     v services := _consumer();
@@ -95,6 +96,7 @@ CREATE OR REPLACE FUNCTION handoff.effect_claim(
 LANGUAGE plpgsql
 SECURITY DEFINER
 SET search_path = handoff, pg_temp
+SET enable_seqscan = off  -- why: consumer_begin, in consumers.sql
 AS $$
 DECLARE
     v services := _consumer();
@@ -160,6 +162,7 @@ CREATE OR REPLACE FUNCTION handoff.effect_submitting(p_id bigint, p_claim intege
 LANGUAGE plpgsql
 SECURITY DEFINER
 SET search_path = handoff, pg_temp
+SET enable_seqscan = off  -- why: consumer_begin, in consumers.sql
 AS $$
 DECLARE
     v services := _consumer();
@@ -192,6 +195,7 @@ CREATE OR REPLACE FUNCTION handoff.effect_record(
 LANGUAGE plpgsql
 SECURITY DEFINER
 SET search_path = handoff, pg_temp
+SET enable_seqscan = off  -- why: consumer_begin, in consumers.sql
 AS $$
 DECLARE
     v services := _consumer();

@@ -25,7 +25,7 @@ def upgrade() -> None:
     op.execute(f"ALTER FUNCTION {EMIT_BODY.format('_emit_checked')} RENAME TO _emit_contract")
     # _emit now calls _emit_contract; emit_direct's comment no longer points
     # "below" (_consumer is in consumers.sql); every other definition is as it was.
-    apply_family("contract")
+    apply_family("contract", revision)
     # Frozen as of this revision's day: what 0017 changed as it was, and not yet
     # 0017's new function.
     op.execute((VERSIONS / "0017_hot_path.before.sql").read_text())

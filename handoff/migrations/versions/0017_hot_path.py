@@ -22,7 +22,7 @@ _upgrade_sql, _downgrade_sql = sql_steps(__file__)
 
 
 def upgrade() -> None:
-    apply_family("contract")
+    apply_family("contract", revision)
     _upgrade_sql()  # the grant, the deadline trigger
 
 
