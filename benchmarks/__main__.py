@@ -22,11 +22,13 @@ from benchmarks import (
     pgbench,
     relay,
     sync_replication,
+    topics,
     tracker,
 )
 from benchmarks.dynamodb_model import Prices
 from benchmarks.stats import markdown_table
-from handoff.core.settings import load_settings
+from benchmarks.tenants import remove_tenant
+from handoff.core.settings import HandoffSettings, load_settings
 from handoff.stack.local import LocalStack
 
 console = Console()
@@ -47,6 +49,16 @@ def bench_emit(seconds: float, client_counts: list[int]) -> str:
     pgbench.prepare(superuser, scale=max(client_counts))
     tenant = f"bench-{uuid.uuid4().hex[:8]}"
     tokens = emit.register_owners(settings.database_url, tenant)
+    try:
+        return _bench_emit(stack, settings, superuser, tenant, tokens, client_counts, seconds)
+    finally:
+        remove_tenant(settings.database_url, tenant, tokens)
+
+
+def _bench_emit(
+    stack: LocalStack, settings: HandoffSettings, superuser: str, tenant: str,
+    tokens: dict[str, str], client_counts: list[int], seconds: float,
+) -> str:  # fmt: skip
     rows = []
     due_rows: list[list[object]] = []
     raw = []
@@ -180,7 +192,10 @@ def bench_relay(rows: int, rate: float, seconds: float) -> str:
         console.print(f"  latency at {rate:,.0f} emits/s for {seconds:.0f} s…")
         lat_tenant = f"lat-{uuid.uuid4().hex[:6]}"
         tokens = emit.register_owners(settings.database_url, lat_tenant)
-        return relay.latency(settings, home, tokens, lat_tenant, rate, seconds)
+        try:
+            return relay.latency(settings, home, tokens, lat_tenant, rate, seconds)
+        finally:
+            remove_tenant(settings.database_url, lat_tenant, tokens)
 
     console.print("[bold]relay[/bold]: steady state first")
     quiet = steady_latency()
@@ -189,20 +204,25 @@ def bench_relay(rows: int, rate: float, seconds: float) -> str:
         settings, rows, lambda n: console.print(f"  {n:,} rows", highlight=False)
     )
     topic = f"bench.drain.{uuid.uuid4().hex[:6]}"
-    relay.make_topic(settings, topic)
-    console.print("  draining with handoff relay --once…")
-    drained = relay.drain(home, topic, rows)
-    console.print(f"  {drained.events_per_s:,.0f} events/s, peak RSS {drained.max_rss_mb:.0f} MB")
     bare_topic = f"bench.bare.{uuid.uuid4().hex[:6]}"
-    relay.make_topic(settings, bare_topic)
-    console.print("  bare produce loop…")
-    bare = relay.bare_loop(settings, bare_topic, rows)
-    console.print(f"  {bare:,.0f} events/s")
-    # Right after the drain, as a user's system would be: the drained rows still
-    # in the outbox (the relay purges them after its retention), their dead
-    # versions and the drain's WAL left to autovacuum and the checkpointer.
-    after = steady_latency()
-    relay.discard_backlog(settings, backlog)
+    try:
+        topics.make(settings, topic)
+        console.print("  draining with handoff relay --once…")
+        drained = relay.drain(home, topic, rows)
+        console.print(
+            f"  {drained.events_per_s:,.0f} events/s, peak RSS {drained.max_rss_mb:.0f} MB"
+        )
+        topics.make(settings, bare_topic)
+        console.print("  bare produce loop…")
+        bare = relay.bare_loop(settings, bare_topic, rows)
+        console.print(f"  {bare:,.0f} events/s")
+        # Right after the drain, as a user's system would be: the drained rows still
+        # in the outbox (the relay purges them after its retention), their dead
+        # versions and the drain's WAL left to autovacuum and the checkpointer.
+        after = steady_latency()
+    finally:
+        relay.discard_backlog(settings, backlog)
+        topics.delete(settings, [topic, bare_topic])
 
     def latency_row(label: str, m: relay.Latency) -> list[object]:
         fetch = f"p50 {m.fetch_p50_ms:.1f}, p99 {m.fetch_p99_ms:.1f} ms"

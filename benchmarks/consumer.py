@@ -36,11 +36,10 @@ import fastavro
 import psutil
 import psycopg
 from confluent_kafka import Consumer
-from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 from confluent_kafka.schema_registry import SchemaRegistryClient
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
-from benchmarks import hop, pgbench
+from benchmarks import hop, pgbench, topics
 from benchmarks.consumer_app import EFFECTS_DDL
 from benchmarks.stats import peak_rss
 from benchmarks.tenants import remove_tenant
@@ -128,19 +127,11 @@ class Bench:
                       extra=["handoff_bench.effects"])  # fmt: skip
         with psycopg.connect(self.settings.database_url, autocommit=True) as conn:
             conn.execute("DROP TABLE IF EXISTS handoff_bench.pgbench_insert")
-        if self.topics:
-            admin = AdminClient({"bootstrap.servers": self.settings.kafka_bootstrap})
-            for future in admin.delete_topics(self.topics, operation_timeout=30).values():
-                future.result(60)
+        topics.delete(self.settings, self.topics)
 
     def topic(self, kind: str, *, log_append_time: bool = False) -> str:
         name = f"bench.consumer.{kind}.{uuid.uuid4().hex[:6]}"
-        admin = AdminClient({"bootstrap.servers": self.settings.kafka_bootstrap})
-        config = {"message.timestamp.type": "LogAppendTime"} if log_append_time else {}
-        for future in admin.create_topics(
-            [NewTopic(name, num_partitions=6, replication_factor=1, config=config)]
-        ).values():
-            future.result(30)
+        topics.make(self.settings, name, log_append_time)
         self.topics.append(name)
         return name
 

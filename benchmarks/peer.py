@@ -26,7 +26,6 @@ an idle relay (relay_wakeup); Debezium pays that statement too.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import shutil
@@ -41,11 +40,11 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import psycopg
-from confluent_kafka import Consumer, KafkaException, Message
-from confluent_kafka.admin import AdminClient  # type: ignore[attr-defined]
+from confluent_kafka import Consumer, Message
 from confluent_kafka.schema_registry import SchemaRegistryClient, topic_subject_name_strategy
 from confluent_kafka.schema_registry.avro import AvroDeserializer
 
+from benchmarks import topics
 from benchmarks.hop import CpuMeter
 from benchmarks.peer_stack import (
     Child,
@@ -54,7 +53,7 @@ from benchmarks.peer_stack import (
     prepare_publication,
     reset_slot,
 )
-from benchmarks.relay import BACKLOG_DOCS, FILL, make_topic
+from benchmarks.relay import BACKLOG_DOCS, FILL
 from benchmarks.stats import markdown_table, percentile
 from handoff.core.settings import HandoffSettings
 from handoff.stack.local import LocalStack
@@ -322,11 +321,7 @@ class Peer:
         self.registry.close()
         if self.worker is not None:
             self.worker.stop()
-        if self.topics:
-            admin = AdminClient({"bootstrap.servers": self.settings.kafka_bootstrap})
-            for future in admin.delete_topics(self.topics).values():
-                with contextlib.suppress(KafkaException):  # gone already: fine
-                    future.result(30)
+        topics.delete(self.settings, self.topics)
         if self.db.pid() is not None:
             self.db.stop()
         shutil.rmtree(self.db.data.parent, ignore_errors=True)
@@ -335,7 +330,7 @@ class Peer:
 
     def _topic(self, kind: str) -> str:
         topic = f"bench.peer.{kind}.{uuid.uuid4().hex[:6]}"
-        make_topic(self.settings, topic, log_append_time=True)
+        topics.make(self.settings, topic, log_append_time=True)
         self.topics.append(topic)
         return topic
 

@@ -22,8 +22,8 @@ from typing import Any
 
 import psycopg
 from confluent_kafka import Consumer, Producer
-from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
+from benchmarks import topics
 from benchmarks.stats import peak_rss, percentile
 from handoff.core.events import current_schema, encode, to_record
 from handoff.core.kafka import producer as relay_producer
@@ -148,15 +148,6 @@ def bare_loop(settings: HandoffSettings, topic: str, rows: int) -> float:
     return rows / (time.perf_counter() - began)
 
 
-def make_topic(settings: HandoffSettings, topic: str, log_append_time: bool = False) -> None:
-    config = {"message.timestamp.type": "LogAppendTime"} if log_append_time else {}
-    admin = AdminClient({"bootstrap.servers": settings.kafka_bootstrap})
-    for future in admin.create_topics(
-        [NewTopic(topic, num_partitions=6, replication_factor=1, config=config)]
-    ).values():
-        future.result(30)
-
-
 def _pace(
     database_url: str, tokens: dict[str, str], rate: float, seconds: float, seed: int,
     start: Any,
@@ -218,7 +209,7 @@ def latency(
 ) -> Latency:  # fmt: skip
     """Emit commit -> broker append at a steady rate."""
     topic = f"bench.latency.{uuid.uuid4().hex[:6]}"
-    make_topic(settings, topic, log_append_time=True)
+    topics.make(settings, topic, log_append_time=True)
     env = {**os.environ, "HANDOFF_HOME": home, "HANDOFF_RELAY_DEFAULT_TOPIC": topic,
            "HANDOFF_RELAY_TRACE_TIMING": "true"}  # fmt: skip
     relay = subprocess.Popen(
@@ -247,7 +238,10 @@ def latency(
     finally:
         relay.terminate()
         relay.wait(30)
-    return _latencies(settings, topic, tenant)
+    try:
+        return _latencies(settings, topic, tenant)
+    finally:
+        topics.delete(settings, [topic])
 
 
 def _latencies(settings: HandoffSettings, topic: str, tenant: str) -> Latency:
