@@ -72,7 +72,7 @@ CREATE OR REPLACE FUNCTION handoff.consumer_begin(
 LANGUAGE plpgsql
 SECURITY DEFINER
 SET search_path = handoff, pg_temp
-SET enable_seqscan = off  -- why: the comment above
+SET enable_seqscan = off  -- since 0018_index_plans; why: the comment above
 AS $$
 DECLARE
     v_me       services := _consumer();
@@ -311,7 +311,7 @@ CREATE OR REPLACE FUNCTION handoff.consumer_receive(p_kind text, p_marks jsonb) 
 LANGUAGE plpgsql
 SECURITY DEFINER
 SET search_path = handoff, pg_temp
-SET enable_seqscan = off  -- why: consumer_begin
+SET enable_seqscan = off  -- since 0018_index_plans; why: consumer_begin
 AS $$
 DECLARE
     v_me    services := _consumer();

@@ -24,7 +24,7 @@ CREATE OR REPLACE FUNCTION handoff.effect_intend(
 LANGUAGE plpgsql
 SECURITY DEFINER
 SET search_path = handoff, pg_temp
-SET enable_seqscan = off  -- why: consumer_begin, in consumers.sql
+SET enable_seqscan = off  -- since 0018_index_plans; why: consumer_begin in consumers.sql
 AS $$
 DECLARE
     v services := _consumer();
@@ -96,7 +96,7 @@ CREATE OR REPLACE FUNCTION handoff.effect_claim(
 LANGUAGE plpgsql
 SECURITY DEFINER
 SET search_path = handoff, pg_temp
-SET enable_seqscan = off  -- why: consumer_begin, in consumers.sql
+SET enable_seqscan = off  -- since 0018_index_plans; why: consumer_begin in consumers.sql
 AS $$
 DECLARE
     v services := _consumer();
@@ -162,7 +162,7 @@ CREATE OR REPLACE FUNCTION handoff.effect_submitting(p_id bigint, p_claim intege
 LANGUAGE plpgsql
 SECURITY DEFINER
 SET search_path = handoff, pg_temp
-SET enable_seqscan = off  -- why: consumer_begin, in consumers.sql
+SET enable_seqscan = off  -- since 0018_index_plans; why: consumer_begin in consumers.sql
 AS $$
 DECLARE
     v services := _consumer();
@@ -195,7 +195,7 @@ CREATE OR REPLACE FUNCTION handoff.effect_record(
 LANGUAGE plpgsql
 SECURITY DEFINER
 SET search_path = handoff, pg_temp
-SET enable_seqscan = off  -- why: consumer_begin, in consumers.sql
+SET enable_seqscan = off  -- since 0018_index_plans; why: consumer_begin in consumers.sql
 AS $$
 DECLARE
     v services := _consumer();
