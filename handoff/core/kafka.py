@@ -16,6 +16,7 @@ Every librdkafka client of the project is made here, so that its settings
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import re
 import threading
@@ -181,11 +182,16 @@ def admin(bootstrap: str, timeout_s: float = 10.0, logger: logging.Logger = log)
         return _admins[key]
 
 
-def ensure_topics(bootstrap: str, topics: list[str], partitions: int) -> None:
+def ensure_topics(
+    bootstrap: str, topics: list[str], partitions: int, config: Mapping[str, str] | None = None
+) -> None:
+    """Create the topics that do not exist yet (the broker's replication factor;
+    ``config``: topic settings, such as the benchmarks' LogAppendTime)."""
     futures = admin(bootstrap).create_topics(
-        [NewTopic(t, num_partitions=partitions, replication_factor=-1) for t in topics],
+        [NewTopic(t, num_partitions=partitions, replication_factor=-1, config=dict(config or {}))
+         for t in topics],
         request_timeout=15,
-    )
+    )  # fmt: skip
     for topic, future in futures.items():
         try:
             future.result(timeout=20)
@@ -193,6 +199,16 @@ def ensure_topics(bootstrap: str, topics: list[str], partitions: int) -> None:
             if exc.args and exc.args[0].name() == "TOPIC_ALREADY_EXISTS":
                 continue
             raise Unavailable(f"cannot create topic {topic}: {exc}") from exc
+
+
+def delete_topics(bootstrap: str, topics: Iterable[str]) -> None:
+    """Delete ``topics``; one that is gone already is no error."""
+    names = list(topics)
+    if not names:
+        return
+    for future in admin(bootstrap).delete_topics(names, operation_timeout=30).values():
+        with contextlib.suppress(KafkaException):
+            future.result(60)
 
 
 # -- cluster health ----------------------------------------------------------------------
