@@ -181,16 +181,6 @@ def _pace(
             n += 1
 
 
-def discard_backlog(settings: HandoffSettings, tenant: str) -> None:
-    """Delete the drained backlog's rows (published; the relay's retention would, later),
-    so that a million benchmark rows do not stay in the development database."""
-    with psycopg.connect(settings.database_url, autocommit=True) as conn:
-        conn.execute(
-            "DELETE FROM handoff.outbox WHERE tenant_id = %s AND published_at IS NOT NULL",
-            (tenant,),
-        )
-
-
 @dataclass
 class Latency:
     """Emit commit -> broker append (ms), and its first segment, emit commit -> relay fetch
