@@ -175,13 +175,13 @@ class LocalStack:
         # together they have their quorum while they shut down (about 7 s for three).
         brokers = [part for part in running if isinstance(part, Kafka)]
         for part in running:
-            if part is (brokers[0] if brokers else None):
+            if not isinstance(part, Kafka):
+                self.console.print(f"Stopping {part.name}…")
+                part.stop()
+            elif part is brokers[0]:  # the first broker in the order stands for them all
                 self.console.print(f"Stopping {', '.join(b.name for b in brokers)}…")
                 with ThreadPoolExecutor(len(brokers)) as pool:
                     list(pool.map(Kafka.stop, brokers))
-            elif not isinstance(part, Kafka):
-                self.console.print(f"Stopping {part.name}…")
-                part.stop()
         return [part.name for part in running]
 
     def _members(self) -> list[PatroniNode]:
