@@ -63,6 +63,14 @@ def service(admin: psycopg.Connection[Any], tenant: str) -> ServiceFactory:
     return make
 
 
+def answers_healthz(url: str) -> bool:
+    """Whether the server at ``url`` answers 200 on /healthz now (not listening: False)."""
+    try:
+        return httpx.get(f"{url}/healthz", timeout=2).status_code == 200
+    except httpx.HTTPError:
+        return False
+
+
 @contextmanager
 def serving(
     stack: LocalStack, name: str, args: list[str], *, port: int, timeout_s: float = 30, **env: str
@@ -80,10 +88,7 @@ def serving(
     def healthy() -> bool:
         if proc.poll() is not None:
             pytest.fail(f"{name} exited with {proc.returncode}:\n{log.read_text()[-3000:]}")
-        try:
-            return httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1).status_code == 200
-        except httpx.HTTPError:
-            return False
+        return answers_healthz(f"http://127.0.0.1:{port}")
 
     try:
         if not wait_until(healthy, timeout_s):

@@ -15,6 +15,7 @@ import pytest
 from handoff.core.settings import HandoffSettings
 from handoff.rehearsal.rows import Rehearsal
 from handoff.stack.procs import wait_until
+from tests.fix_contract import answers_healthz
 
 
 class SandboxProcess:
@@ -42,10 +43,7 @@ class SandboxProcess:
         return self
 
     def healthy(self) -> bool:
-        try:
-            return httpx.get(f"{self.url}/healthz", timeout=2).status_code == 200
-        except httpx.HTTPError:
-            return False
+        return answers_healthz(self.url)
 
     def kill(self) -> None:
         if self.proc is not None:

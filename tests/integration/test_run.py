@@ -7,11 +7,11 @@ import subprocess
 import sys
 from pathlib import Path
 
-import httpx
 import psutil
 
 from handoff.stack.layout import pick_port
 from handoff.stack.procs import wait_until
+from tests.fix_contract import answers_healthz
 
 TALKER = "import os,time\nwhile True:\n print('tick', os.environ['HANDOFF_RUN_PROCESS'], flush=True); time.sleep(0.2)"  # noqa: E501
 CRASHER = "import time,sys; print('up', flush=True); time.sleep(0.3); sys.exit(3)"
@@ -37,7 +37,7 @@ def test_run_supervises_restarts_and_stops_in_reverse_order(tmp_path: Path) -> N
 
         assert wait_until(restarted, 20), out.read_text()
         # The sandbox is started with the others but may not listen yet on a slow machine.
-        assert wait_until(lambda: _healthy(port), 20), out.read_text()
+        assert wait_until(lambda: answers_healthz(f"http://127.0.0.1:{port}"), 20), out.read_text()
         children = psutil.Process(proc.pid).children()
         assert len(children) >= 4
         proc.send_signal(signal.SIGINT)  # Ctrl-C
@@ -59,13 +59,6 @@ def test_run_supervises_restarts_and_stops_in_reverse_order(tmp_path: Path) -> N
     for child in children:
         assert not child.is_running() or child.status() == psutil.STATUS_ZOMBIE
     assert (tmp_path / "run-talker.1.log").read_text().startswith("tick talker.1")
-
-
-def _healthy(port: int) -> bool:
-    try:
-        return httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=5).status_code == 200
-    except httpx.TransportError:
-        return False
 
 
 def _toml(port: int, folder: Path) -> str:
