@@ -79,9 +79,7 @@ def fill_backlog(settings: HandoffSettings, rows: int, progress: Any) -> str:
 
 def pending_rows(settings: HandoffSettings) -> int:
     with psycopg.connect(settings.database_url) as conn:
-        row = conn.execute(
-            "SELECT count(*) FROM handoff.outbox WHERE published_at IS NULL AND parked_at IS NULL"
-        ).fetchone()
+        row = conn.execute("SELECT count(*) FROM handoff.outbox_pending").fetchone()
     return int(row[0]) if row else 0
 
 

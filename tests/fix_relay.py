@@ -84,9 +84,12 @@ def relays(local_stack: LocalStack, migrated: HandoffSettings) -> Iterator[Relay
 
 
 def pending(admin: psycopg.Connection[Any], tenant: str) -> int:
+    """The tenant's outbox rows not published: pending and parked."""
     row = admin.execute(
-        "SELECT count(*) FROM handoff.outbox WHERE tenant_id = %s AND published_at IS NULL",
-        (tenant,),
+        "SELECT (SELECT count(*) FROM handoff.outbox_pending WHERE tenant_id = %(t)s)"
+        " + (SELECT count(*) FROM handoff.outbox"
+        "     WHERE tenant_id = %(t)s AND parked_at IS NOT NULL)",
+        {"t": tenant},
     ).fetchone()
     return int(row[0]) if row else 0
 

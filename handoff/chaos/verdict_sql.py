@@ -7,8 +7,9 @@ from __future__ import annotations
 DRAIN_STATE = """
 SELECT (SELECT count(*) FROM handoff.document_state WHERE tenant_id = %(t)s
           AND owner IS NOT NULL AND NOT document_id = ANY(%(p)s)),
-       (SELECT count(*) FROM handoff.outbox WHERE tenant_id = %(t)s
-          AND published_at IS NULL),
+       (SELECT count(*) FROM handoff.outbox_pending WHERE tenant_id = %(t)s)
+       + (SELECT count(*) FROM handoff.outbox WHERE tenant_id = %(t)s
+          AND parked_at IS NOT NULL),
        (SELECT count(*) FROM handoff.effect_intents WHERE tenant_id = %(t)s
           AND state NOT IN ('succeeded', 'failed')),
        (SELECT count(DISTINCT document_id) FROM handoff.quarantine WHERE tenant_id = %(t)s

@@ -23,6 +23,7 @@ from handoff.cli.db import db_app
 from handoff.cli.demo import demo
 from handoff.cli.dynamodb import dynamodb_relay, export_app, import_app
 from handoff.cli.effects import effects_app, rehearse, sandbox_provider
+from handoff.cli.outbox import outbox_app
 from handoff.cli.relay import relay
 from handoff.cli.replay import replay_app
 from handoff.cli.run import run
@@ -37,7 +38,7 @@ for name, group in (
     ("stack", stack_app), ("db", db_app), ("service", service_app), ("schemas", schemas_app),
     ("quarantine", quarantine_app), ("effects", effects_app), ("retention", retention_app),
     ("replay", replay_app), ("projection", projection_app), ("import", import_app),
-    ("export", export_app),
+    ("export", export_app), ("outbox", outbox_app),
 ):  # fmt: skip
     app.add_typer(group, name=name)
 for name, command in (

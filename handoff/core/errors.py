@@ -180,6 +180,10 @@ class EventEncodingError(HandoffError):
     """An outbox row that cannot be turned into an event of the current schema (it is parked)."""
 
 
+class NothingParked(HandoffError):
+    """``handoff outbox unpark``: the document has no parked outbox row."""
+
+
 class ServiceExists(HandoffError):
     """``service add`` for a service that is already registered in that tenant."""
 

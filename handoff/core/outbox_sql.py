@@ -45,35 +45,53 @@ SELECT objid::int FROM pg_locks
    AND database = (SELECT oid FROM pg_database WHERE datname = current_database())
 """
 
-# Oldest first: within one document, id order is version order. Documents
-# with a parked row are held back until the row is repaired or discarded.
-# %(in_flight)s: rows of batches still awaiting acks are not fetched twice.
-# With custom plans (see the relay's session) the array is a constant, and
-# PostgreSQL hashes "<> ALL" instead of comparing every row with every id.
+# Oldest first: within one document, id order is version order. Rows of
+# owned slots above their slot's bound (%(bounds)s, indexed by slot + 1; a
+# slot the relay does not own has the largest bigint), leaving out those
+# already fetched and not yet below the bound (%(seen)s). With custom plans
+# (see the relay's session) the arrays are constants, and PostgreSQL hashes
+# "<> ALL" instead of comparing every row with every id.
+#
+# A row of a document that has an earlier parked row comes with that row's id
+# (held_behind): the relay parks it too, so that the slot's bound can pass it.
+#
+# The statement's own snapshot comes with it (the fetch sees exactly what it
+# says) and the last outbox id handed out, read after that snapshot was taken
+# (handoff/relay/cursor.py proves bounds from them). Always one row at least.
 FETCH_PENDING = """
-SELECT o.id, o.tenant_id, o.document_id, o.version, o.event_type, o.payload
-  FROM handoff.outbox o
- WHERE o.published_at IS NULL AND o.parked_at IS NULL
-   AND o.id >= %(floor)s
-   AND o.id <> ALL(%(in_flight)s::bigint[])
-   AND o.slot = ANY(%(slots)s)
-   AND NOT EXISTS (SELECT 1 FROM handoff.outbox p
-                    WHERE p.parked_at IS NOT NULL AND p.published_at IS NULL
-                      AND p.tenant_id = o.tenant_id AND p.document_id = o.document_id)
- ORDER BY o.id
- LIMIT %(limit)s
+SELECT s.xmin, s.xmax, s.last_id,
+       f.id, f.tenant_id, f.document_id, f.version, f.event_type, f.payload, f.held_behind
+  FROM (SELECT pg_snapshot_xmin(x)::text::bigint AS xmin,
+               pg_snapshot_xmax(x)::text::bigint AS xmax,
+               (SELECT CASE WHEN is_called THEN last_value ELSE last_value - 1 END
+                  FROM handoff.outbox_id_seq) AS last_id
+          FROM pg_current_snapshot() AS x) AS s
+  LEFT JOIN LATERAL (
+       SELECT o.id, o.tenant_id, o.document_id, o.version, o.event_type, o.payload,
+              (SELECT min(p.id) FROM handoff.outbox p
+                WHERE p.parked_at IS NOT NULL AND p.tenant_id = o.tenant_id
+                  AND p.document_id = o.document_id AND p.id < o.id) AS held_behind
+         FROM handoff.outbox o
+        WHERE o.id > %(after)s
+          AND o.id > (%(bounds)s::bigint[])[o.slot + 1]
+          AND o.parked_at IS NULL
+          AND o.id <> ALL(%(seen)s::bigint[])
+        ORDER BY o.id
+        LIMIT %(limit)s) AS f ON true
+ ORDER BY f.id
 """
 
-# For the fetch floor (relay.py): the last outbox id handed out, and the
-# transaction horizon. Once xmin passes an earlier xmax, every row with an id
-# handed out before that xmax is committed (visible) or rolled back.
-HORIZON = """
-SELECT pg_snapshot_xmin(s)::text::bigint, pg_snapshot_xmax(s)::text::bigint,
-       (SELECT last_value FROM handoff.outbox_id_seq)
-  FROM pg_current_snapshot() AS s
+# The bound of each owned slot, as the last relay that owned it left it.
+BOUNDS = """
+SELECT slot, published_upto FROM handoff.relay_cursors WHERE slot = ANY(%(slots)s)
 """
 
-MARK_PUBLISHED = "UPDATE handoff.outbox SET published_at = now() WHERE id = ANY(%(ids)s)"
+# Moves the owned slots' bound up (never down: a slot whose bound is already
+# higher was left there by an earlier owner). One HOT update per slot.
+ADVANCE = """
+UPDATE handoff.relay_cursors SET published_upto = %(upto)s, moved_at = now()
+ WHERE slot = ANY(%(slots)s) AND published_upto < %(upto)s
+"""
 
 PARK = """
 UPDATE handoff.outbox SET parked_at = now(), park_reason = %(reason)s WHERE id = %(id)s
@@ -81,27 +99,57 @@ UPDATE handoff.outbox SET parked_at = now(), park_reason = %(reason)s WHERE id =
 
 SET_WAITING = "UPDATE handoff.relay_wakeup SET waiting = true"
 
-# Each part reads one small partial index, never the published history.
+# The pending view walks the ids above the lowest bound; parked rows have their
+# own small partial index.
 BACKLOG = """
-SELECT (SELECT count(*) FROM handoff.outbox
-         WHERE published_at IS NULL AND parked_at IS NULL),
-       (SELECT extract(epoch FROM now() - created_at) FROM handoff.outbox
-         WHERE published_at IS NULL AND parked_at IS NULL ORDER BY id LIMIT 1),
-       (SELECT count(*) FROM handoff.outbox
-         WHERE parked_at IS NOT NULL AND published_at IS NULL)
+SELECT (SELECT count(*) FROM handoff.outbox_pending),
+       (SELECT extract(epoch FROM now() - created_at) FROM handoff.outbox_pending
+         ORDER BY id LIMIT 1),
+       (SELECT count(*) FROM handoff.outbox WHERE parked_at IS NOT NULL)
 """
 
-# created_at <= published_at, so the created_at test (BRIN) only narrows.
-# The longer of the relay's own setting and the retention table's outbox
-# window (handoff retention): never sooner than either allows.
+# Published (at or below the slot's bound, not parked) and created before the
+# window: created_at is what BRIN finds without a scan, and a row is published
+# after it was created, so the window is never shorter than asked. The longer
+# of the relay's own setting and the retention table's outbox window (handoff
+# retention): never sooner than either allows.
 _CUTOFF = """(SELECT now() - greatest(make_interval(secs => %(seconds)s),
                                      coalesce((SELECT outbox FROM handoff.retention),
                                               interval '0')))"""
 PURGE = f"""
 DELETE FROM handoff.outbox WHERE id IN (
-    SELECT id FROM handoff.outbox
-     WHERE created_at < {_CUTOFF} AND published_at < {_CUTOFF}
-     LIMIT %(limit)s FOR UPDATE SKIP LOCKED)
+    SELECT o.id FROM handoff.outbox o JOIN handoff.relay_cursors c ON c.slot = o.slot
+     WHERE o.created_at < {_CUTOFF} AND o.id <= c.published_upto AND o.parked_at IS NULL
+     LIMIT %(limit)s FOR UPDATE OF o SKIP LOCKED)
+"""
+
+# -- handoff relay unpark: a parked document's rows written again -------------------
+#
+# Under the document's state row lock, so no emit of it interleaves: its rows
+# that wait (parked, and any above the slot's bound) are deleted and inserted
+# again in id order, so they get new ids above every bound and the relay
+# publishes them in their order. The document is named, never guessed.
+UNPARK_LOCK = """
+SELECT 1 FROM handoff.document_state
+ WHERE tenant_id = %(tenant)s AND document_id = %(document)s FOR UPDATE
+"""
+UNPARK = """
+WITH waiting AS (
+    DELETE FROM handoff.outbox o
+     USING handoff.relay_cursors c
+     WHERE c.slot = o.slot AND o.tenant_id = %(tenant)s AND o.document_id = %(document)s
+       AND (o.parked_at IS NOT NULL OR o.id > c.published_upto)
+    RETURNING o.id, o.tenant_id, o.document_id, o.run_id, o.version, o.event_id,
+              o.event_type, o.payload, o.created_at, o.parked_at
+), again AS (
+    INSERT INTO handoff.outbox (tenant_id, document_id, run_id, version, event_id,
+                                event_type, payload, created_at)
+    SELECT tenant_id, document_id, run_id, version, event_id, event_type, payload, created_at
+      FROM waiting ORDER BY id
+    RETURNING 1
+)
+SELECT (SELECT count(*) FROM waiting WHERE parked_at IS NOT NULL),
+       (SELECT count(*) FROM again)
 """
 
 
@@ -111,10 +159,11 @@ DELETE FROM handoff.outbox WHERE id IN (
 class IdArray(str):
     """Outbox ids as PostgreSQL array text, sent typed as bigint[].
 
-    Why: the fetch excludes the ids in flight (up to two batches), and
-    psycopg's list dumper walks such a list in Python on every fetch. Each
-    batch's ids are joined once, when it is fetched; typed as bigint[] (not
-    text cast in SQL), the parameter stays a constant that PostgreSQL hashes.
+    Why: the fetch excludes the ids fetched above the bound (a few batches)
+    and sends 256 slot bounds, and psycopg's list dumper walks such lists in
+    Python on every fetch. Each batch's ids are joined once, when it is
+    fetched; typed as bigint[] (not text cast in SQL), the parameter stays a
+    constant that PostgreSQL hashes.
     """
 
     @classmethod
@@ -138,4 +187,12 @@ class IdArrayDumper(Dumper):
 # rehearsal builds its deliveries from it).
 EVENT_PAYLOAD = """
 SELECT payload FROM handoff.outbox WHERE tenant_id = %(tenant)s AND event_id = %(event_id)s
+"""
+
+# handoff outbox parked: what waits for a person, oldest first.
+PARKED = """
+SELECT id, tenant_id, document_id, version, event_type, parked_at, park_reason
+  FROM handoff.outbox
+ WHERE parked_at IS NOT NULL AND (%(tenant)s::text IS NULL OR tenant_id = %(tenant)s)
+ ORDER BY id LIMIT %(limit)s
 """

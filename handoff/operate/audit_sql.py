@@ -93,11 +93,12 @@ SELECT h.tenant_id, h.document_id, h.run_id, h.version, h.event_id, h.accepted_a
 
 # Not a breach by itself: what is still waiting for the relay, and how long.
 OUTBOX_PENDING = f"""
-SELECT count(*) FILTER (WHERE parked_at IS NULL)::bigint AS pending,
-       min(created_at) FILTER (WHERE parked_at IS NULL) AS oldest_pending_at,
-       count(*) FILTER (WHERE parked_at IS NOT NULL)::bigint AS parked
-  FROM handoff.outbox o
- WHERE published_at IS NULL AND {_ONE.format(t="o")}
+SELECT (SELECT count(*) FROM handoff.outbox_pending o WHERE {_ONE.format(t="o")})::bigint
+           AS pending,
+       (SELECT min(created_at) FROM handoff.outbox_pending o WHERE {_ONE.format(t="o")})
+           AS oldest_pending_at,
+       (SELECT count(*) FROM handoff.outbox o
+         WHERE o.parked_at IS NOT NULL AND {_ONE.format(t="o")})::bigint AS parked
 """
 
 # Work waiting for a person whose person is gone: a quarantined event or an

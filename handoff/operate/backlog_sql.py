@@ -8,8 +8,7 @@ NOW = "SELECT now()"
 RELAY = """
 SELECT count(*)::bigint AS pending, min(created_at) AS oldest,
        (SELECT coalesce(max(id), 0) FROM handoff.outbox) AS high
-  FROM handoff.outbox
- WHERE published_at IS NULL AND parked_at IS NULL
+  FROM handoff.outbox_pending
 """
 
 # Rows inserted after a snapshot (ids above its highest): arrivals.

@@ -94,10 +94,11 @@ SELECT id FROM jsonb_array_elements_text(%(ids)s) AS id
 # Where a set of event ids lies in time, from the outbox (kept at least as
 # long as the replay window, see handoff retention).
 ID_WINDOW = """
-SELECT count(*)::bigint AS found, min(created_at) AS since,
-       max(coalesce(published_at, now())) AS until
-  FROM handoff.outbox
- WHERE tenant_id = %(tenant)s AND event_id = ANY(%(ids)s)
+SELECT count(*)::bigint AS found, min(o.created_at) AS since,
+       max(CASE WHEN o.id <= c.published_upto AND o.parked_at IS NULL THEN c.moved_at
+                ELSE now() END) AS until
+  FROM handoff.outbox o JOIN handoff.relay_cursors c ON c.slot = o.slot
+ WHERE o.tenant_id = %(tenant)s AND o.event_id = ANY(%(ids)s)
 """
 
 # As the consumer's service, in its unit (SECURITY DEFINER functions).

@@ -44,12 +44,13 @@ DELETE FROM handoff.consumer_guards WHERE ctid = ANY (ARRAY(
      LIMIT %(limit)s))
 """
 
-# Published and old; the relay purges these too (see its PURGE).
+# Published (at or below its slot's bound, not parked) and old; the relay
+# purges these too (see its PURGE).
 PURGE_OUTBOX = """
 DELETE FROM handoff.outbox WHERE id IN (
-    SELECT id FROM handoff.outbox
-     WHERE created_at < %(cutoff)s AND published_at < %(cutoff)s
-     LIMIT %(limit)s FOR UPDATE SKIP LOCKED)
+    SELECT o.id FROM handoff.outbox o JOIN handoff.relay_cursors c ON c.slot = o.slot
+     WHERE o.created_at < %(cutoff)s AND o.id <= c.published_upto AND o.parked_at IS NULL
+     LIMIT %(limit)s FOR UPDATE OF o SKIP LOCKED)
 """
 
 PURGE_REJECTIONS = """

@@ -1,23 +1,24 @@
-"""The relay: fetch pending outbox rows of owned slots, produce them, await acks, mark them.
+"""The relay: fetch pending outbox rows of owned slots, produce them, await acks, settle them.
 
-Rows are marked published only after the broker acknowledged them; a crash
-anywhere before the mark republishes them (same event ids, so duplicates are
-harmless to consumers).
+A slot's bound passes rows only after the broker acknowledged them; a crash
+anywhere before the bound is written republishes them (same event ids, so
+duplicates are harmless to consumers).
 
 Two threads form a pipeline so that the database's work and Python's work
-overlap: the database thread owns the session (slots, fetching, marking,
+overlap: the database thread owns the session (slots, fetching, bounds,
 q.LISTEN, housekeeping) and fetches batch N+1 while the producer thread
 encodes, produces and awaits the acks of batch N. Every fetch starts at the
-lowest pending id and leaves out only the rows still in flight. (Bounding
+bound and leaves out only the rows fetched above it. (Bounding
 fetches by the last id seen instead would skip rows that got a lower id but
 committed a moment later, until the pipeline ran dry: under steady load,
 never. Measured: a band of events published only when the load stopped.)
 A document's later rows may be fetched while its earlier ones are in
 flight; they are produced after them, so Kafka keeps their order.
 
-Fetches also start at a floor (see Floor), so that after a large drain they
-do not wade through the index entries of a million published rows that
-vacuum has not removed yet.
+The outbox is append-only: instead of marking rows, the relay moves each
+owned slot's bound (handoff.relay_cursors) past what is settled, proven so
+that no late commit is skipped (see cursor.py). Fetches start at the bound,
+so after a large drain they have nothing published to step over.
 """
 
 from __future__ import annotations
@@ -45,7 +46,7 @@ from handoff.core.outbox_sql import IdArray, IdArrayDumper
 from handoff.core.retry import RetryPolicy
 from handoff.core.settings import HandoffSettings
 from handoff.relay import metrics
-from handoff.relay.floor import Floor
+from handoff.relay.cursor import Cursor, Fetched
 from handoff.relay.kafka_io import headers, register_schemas, timing_headers
 from handoff.relay.settings import RelaySettings
 from handoff.relay.slots import SlotOwner
@@ -54,6 +55,8 @@ log = logging.getLogger("handoff.relay")
 
 PURGE_BATCH = 10_000
 IN_FLIGHT = 2  # batches handed to the producer thread and not yet resolved
+SAVE_EVERY_S = 0.1  # how often a moving bound is written (an idle relay writes at once)
+CONFIRM_WAIT_S = 0.02  # idle, with fetched rows above the bound: fetch again this soon
 
 Document = tuple[str, str]
 
@@ -66,31 +69,17 @@ class Row:
     version: int
     event_type: str
     payload: dict[str, Any]
+    held_behind: int | None  # the earlier parked row of its document, if any
 
     @property
     def document(self) -> Document:
         return self.tenant_id, self.document_id
 
 
-@dataclass(frozen=True)
-class InFlight:
-    """A batch awaiting acks: its lowest id, and its ids joined for IdArray."""
-
-    first: int
-    ids: str
-
-    @classmethod
-    def of(cls, rows: list[Row]) -> InFlight:
-        return cls(rows[0].id, ",".join([str(row.id) for row in rows]))
-
-    @staticmethod
-    def array(batches: list[InFlight]) -> IdArray:
-        return IdArray.joined([b.ids for b in batches])
-
-
 @dataclass
 class Batch:
     rows: list[Row]
+    fetched: Fetched
     retry: bool  # fetched with nothing in flight: earlier failures are being retried
     fetched_at: float = 0.0  # epoch seconds, for the timing headers (trace_timing)
 
@@ -102,6 +91,13 @@ class Published:
     acked: list[int]
     parked: list[tuple[int, str]] = field(default_factory=list)
     failed: bool = False
+    undelivered: list[int] = field(default_factory=list)  # neither acked nor parked
+
+    def account(self, rows: list[Row]) -> Published:
+        """Notes which of the batch's rows are neither acked nor parked: fetched again."""
+        done = set(self.acked).union(row_id for row_id, _ in self.parked)
+        self.undelivered = [row.id for row in rows if row.id not in done]
+        return self
 
 
 class Relay:
@@ -116,7 +112,7 @@ class Relay:
         self._failed: set[bytes] = set()
         self._fatal: str | None = None
         # An injection point, set in code (a test proves a crash here republishes):
-        # called after the broker acked a batch, before its rows are marked.
+        # called after the broker acked a batch, before the bound passes its rows.
         self.after_ack_hooks: list[Callable[[int], None]] = []
         # Outages are logged as such: one line when they begin and one when they end.
         self.kafka_down = Outage(log, "Kafka")
@@ -200,7 +196,7 @@ class Relay:
         while (batch := batches.get()) is not None:
             if batch.retry:
                 failed_docs.clear()
-            results.put(self._publish(batch, failed_docs))
+            results.put(self._publish(batch, failed_docs).account(batch.rows))
         db.join()
         if "error" in result:
             raise result["error"]
@@ -231,24 +227,24 @@ class Relay:
         results: queue.Queue[Published],
     ) -> bool:
         slots = SlotOwner(conn)
-        floor = Floor()
-        in_flight: list[InFlight] = []  # batches awaiting acks, oldest first
+        cursor = Cursor({})
+        in_flight: list[Fetched] = []  # batches awaiting acks, oldest first
         full = False  # the last fetch filled its batch: a backlog, keep the pipeline full
         failures = 0
-        next_rebalance = next_metrics = 0.0
+        next_rebalance = next_metrics = next_save = 0.0
         next_purge = time.monotonic() + self.config.purge_interval_s
         while not self.stopping.is_set():
             while in_flight and not results.empty():
-                in_flight.pop(0)
-                failures = self._settle(conn, results.get(), failures)
+                failures = self._settle(conn, results.get(), cursor, in_flight.pop(0), failures)
             now = time.monotonic()
             if not in_flight:
                 # Slots change hands only with nothing in flight.
                 if now >= next_rebalance:
+                    self._save(conn, cursor)
                     before = set(slots.owned)
                     slots.rebalance(take_all=once)
-                    if slots.owned != before:  # new slots may hold older rows
-                        floor.reset(now)
+                    if slots.owned != before:
+                        cursor = self._cursor(conn, slots)
                     metrics.SLOTS_OWNED.set(len(slots.owned))
                     next_rebalance = now + self.config.rebalance_interval_s
                 if failures:
@@ -259,6 +255,9 @@ class Relay:
             if now >= next_purge:
                 self._purge(conn)
                 next_purge = now + self.config.purge_interval_s
+            if now >= next_save:
+                self._save(conn, cursor)
+                next_save = now + SAVE_EVERY_S
             # After a failure, drain first: the retry must come as a batch
             # fetched with nothing in flight, or a busy relay would never retry.
             # A second batch is fetched while one is in flight only behind a
@@ -267,54 +266,87 @@ class Relay:
             # made at once would have left them; that fetch mostly found
             # nothing (pg_stat_statements in a hop run at 250 emits/s: 4,303
             # fetches for 2,902 batches).
-            floor.tick(conn, now)
             if not in_flight or (len(in_flight) < IN_FLIGHT and full and not failures):
-                rows = self._fetch(conn, slots, InFlight.array(in_flight), floor.value)
-                floor.after_fetch(rows[0].id if rows else None, [b.first for b in in_flight])
+                rows, fetched = self._fetch(conn, cursor)
                 full = len(rows) >= self.config.batch_size
-                if rows:
-                    batches.put(Batch(rows, retry=not in_flight, fetched_at=time.time()))
-                    in_flight.append(InFlight.of(rows))
+                if fetched is not None:
+                    batches.put(Batch(rows, fetched, retry=not in_flight, fetched_at=time.time()))
+                    in_flight.append(fetched)
                     continue
             if in_flight:
-                in_flight.pop(0)
-                failures = self._settle(conn, results.get(), failures)
+                failures = self._settle(conn, results.get(), cursor, in_flight.pop(0), failures)
                 continue
+            if cursor.unconfirmed:
+                # Fetched rows lie above the bound: the next fetches prove it past them.
+                self.stopping.wait(CONFIRM_WAIT_S)
+                continue
+            self._save(conn, cursor)
             if once:
                 return True
             # Idle: ask emits to notify, look once more (a row committed just
             # before the flag was set gets no NOTIFY), then wait.
             conn.execute(q.SET_WAITING)
-            if self._fetch(conn, slots, IdArray.of([]), floor.value):
+            rows, fetched = self._fetch(conn, cursor)
+            if fetched is not None:
+                batches.put(Batch(rows, fetched, retry=True, fetched_at=time.time()))
+                in_flight.append(fetched)
                 continue
             for _ in conn.notifies(timeout=self.config.poll_interval_s, stop_after=1):
                 pass
+        self._save(conn, cursor)
         return False
 
-    def _settle(self, conn: psycopg.Connection[Any], done: Published, failures: int) -> int:
+    def _cursor(self, conn: psycopg.Connection[Any], slots: SlotOwner) -> Cursor:
+        """A cursor for newly owned slots, from the bounds their last owners left.
+
+        Rows fetched above the old bound and not yet proven are fetched again
+        (duplicates, as after a crash): slots change hands rarely.
+        """
+        found = conn.execute(q.BOUNDS, {"slots": sorted(slots.owned)}).fetchall()
+        return Cursor({int(slot): int(upto) for slot, upto in found})
+
+    def _save(self, conn: psycopg.Connection[Any], cursor: Cursor) -> None:
+        if cursor.value > cursor.saved and cursor.slots:
+            conn.execute(q.ADVANCE, {"upto": cursor.value, "slots": cursor.slots})
+            cursor.saved = cursor.value
+
+    def _settle(
+        self,
+        conn: psycopg.Connection[Any],
+        done: Published,
+        cursor: Cursor,
+        fetched: Fetched,
+        failures: int,
+    ) -> int:
         for row_id, reason in done.parked:
             conn.execute(q.PARK, {"id": row_id, "reason": reason[:1000]})
         if done.acked:
-            conn.execute(q.MARK_PUBLISHED, {"ids": IdArray.of(done.acked)})
             self.published += len(done.acked)
             metrics.PUBLISHED.inc(len(done.acked))
+        cursor.settled(fetched, done.undelivered)
         return failures + 1 if done.failed else 0
 
     def _fetch(
-        self, conn: psycopg.Connection[Any], slots: SlotOwner, in_flight: IdArray, floor: int
-    ) -> list[Row]:
-        if not slots.owned:
-            return []
-        cursor = conn.execute(
+        self, conn: psycopg.Connection[Any], cursor: Cursor
+    ) -> tuple[list[Row], Fetched | None]:
+        """The next pending rows of owned slots, and the cursor's account of them."""
+        if not cursor.slots:
+            return [], None
+        found = conn.execute(
             q.FETCH_PENDING,
             {
-                "slots": sorted(slots.owned),
+                "after": cursor.value,
+                "bounds": cursor.bounds(),
+                "seen": cursor.seen(),
                 "limit": self.config.batch_size,
-                "in_flight": in_flight,
-                "floor": floor,
             },
+        ).fetchall()
+        xmin, xmax, last_id = found[0][:3]
+        rows = [Row(*r[3:]) for r in found if r[3] is not None]
+        fetched = cursor.fetched(
+            xmin, xmax, last_id, [row.id for row in rows], full=len(rows) >= self.config.batch_size
         )
-        return [Row(*r) for r in cursor]
+        return rows, fetched
 
     # -- the producer thread ------------------------------------------------------------
 
@@ -338,7 +370,7 @@ class Relay:
             log.warning("kafka: %s", err)
 
     def _publish(self, batch: Batch, failed_docs: set[Document]) -> Published:
-        """Produce a batch and wait for every ack; say which rows may be marked.
+        """Produce a batch and wait for every ack; say which rows are settled.
 
         ``failed_docs`` carries documents whose delivery failed into later
         batches: their rows wait for the rescan that retries the failure, so
@@ -348,10 +380,17 @@ class Relay:
         timing = timing_headers(batch.fetched_at) if self.config.trace_timing else []
         self._failed.clear()
         done = Published(acked=[])
-        parked: set[Document] = set()
+        parked: dict[Document, int] = {}  # documents parked in this batch: the row's id
         sent: list[tuple[Row, bytes]] = []
         for row in rows:
-            if row.document in failed_docs or row.document in parked:
+            if row.document in failed_docs:
+                continue
+            behind = row.held_behind or parked.get(row.document)
+            if behind:
+                # Behind a parked row of its document: parked too, in its order,
+                # so that the slot's bound can pass it (handoff outbox unpark).
+                done.parked.append((row.id, f"held behind parked outbox row {behind}"))
+                parked.setdefault(row.document, behind)
                 continue
             owner = row.payload.get("owner")
             topic = self.config.topic_for(row.event_type, owner)
@@ -363,7 +402,7 @@ class Relay:
                 done.parked.append((row.id, str(exc)))
                 metrics.FAILURES.labels("encode").inc()
                 log.error("parking outbox row %s (%s/%s): %s", row.id, *row.document, exc)
-                parked.add(row.document)
+                parked[row.document] = row.id
                 continue
             self._produce(
                 topic,
@@ -376,7 +415,7 @@ class Relay:
         if sent and not unsettled and len(self._failed) < len(sent):
             self.kafka_down.ok()  # the broker acked: whatever was down is back
         if unsettled or self._fatal:
-            # No ack is known for certain: mark nothing, start afresh, resend.
+            # No ack is known for certain: settle nothing, start afresh, resend.
             why = f"producer unsettled ({unsettled} left, fatal: {self._fatal}); recreating"
             if self.kafka_down.failing and not self._fatal:
                 self.kafka_down.failed(why)  # the outage's consequence, not news
@@ -388,9 +427,9 @@ class Relay:
             done.failed = True
             return done
         if len(sent) > len(self._failed):
-            for hook in self.after_ack_hooks:  # acked, not yet marked published
+            for hook in self.after_ack_hooks:  # acked, the bound not yet past them
                 hook(len(sent))
-        # Mark, per document, only the acked prefix: a later row acked after
+        # Settle, per document, only the acked prefix: a later row acked after
         # an earlier one failed is sent again with it, in order.
         for row, value in sent:
             if row.document in failed_docs:

@@ -34,19 +34,16 @@ AS $$
 $$;
 
 -- For the operate page. The relay is shared by every tenant, so its backlog
--- is the system's (pending rows capped at p_cap: counting is a walk of the
--- pending index; the oldest is its first entry); parked rows are the
+-- is the system's (pending rows capped at p_cap: counting walks the ids above
+-- the lowest slot bound; the oldest is the first of them); parked rows are the
 -- reader's tenant's own. SECURITY DEFINER: the reader cannot read the outbox.
 CREATE OR REPLACE FUNCTION handoff.relay_backlog(p_cap integer DEFAULT 100000)
 RETURNS TABLE (pending bigint, oldest_pending_at timestamptz, parked bigint)
 LANGUAGE sql STABLE SECURITY DEFINER
 SET search_path = handoff, pg_temp
 AS $$
-    SELECT (SELECT count(*) FROM (SELECT 1 FROM handoff.outbox
-                                   WHERE published_at IS NULL AND parked_at IS NULL
-                                   LIMIT p_cap) AS p),
-           (SELECT created_at FROM handoff.outbox
-             WHERE published_at IS NULL AND parked_at IS NULL ORDER BY id LIMIT 1),
+    SELECT (SELECT count(*) FROM (SELECT 1 FROM handoff.outbox_pending LIMIT p_cap) AS p),
+           (SELECT created_at FROM handoff.outbox_pending ORDER BY id LIMIT 1),
            (SELECT count(*) FROM handoff.outbox
              WHERE tenant_id = current_setting('handoff.tenant', true) AND parked_at IS NOT NULL)
 $$;

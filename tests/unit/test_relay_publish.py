@@ -15,7 +15,8 @@ from confluent_kafka import KafkaError
 from handoff.core.events import current_schema
 from handoff.core.outbox_sql import IdArray
 from handoff.core.settings import HandoffSettings
-from handoff.relay.relay import Batch, InFlight, Relay, Row
+from handoff.relay.cursor import Fetched
+from handoff.relay.relay import Batch, Relay, Row
 from handoff.relay.settings import RelaySettings
 
 
@@ -62,7 +63,7 @@ class FakeProducer:
         return 0
 
 
-def _row(row_id: int, doc: str, version: int) -> Row:
+def _row(row_id: int, doc: str, version: int, *, held_behind: int | None = None) -> Row:
     micros = 1_795_996_601_831_820
     return Row(
         row_id,
@@ -90,11 +91,14 @@ def _row(row_id: int, doc: str, version: int) -> Row:
             "completedAt": None,
             "data": {"n": row_id},
         },
+        held_behind,
     )
 
 
 def _batch(*rows: Row) -> Batch:
-    return Batch(list(rows), retry=False, fetched_at=1_795_996_601.5)
+    ids = [row.id for row in rows]
+    fetched = Fetched(ids[0], ids[-1], ",".join(map(str, ids)))
+    return Batch(list(rows), fetched, retry=False, fetched_at=1_795_996_601.5)
 
 
 def _relay(failing: set[str], **config: Any) -> tuple[Relay, FakeProducer]:
@@ -106,14 +110,15 @@ def _relay(failing: set[str], **config: Any) -> tuple[Relay, FakeProducer]:
     return relay, fake
 
 
-def test_only_each_documents_acked_prefix_is_marked_with_fake_producer() -> None:
+def test_only_each_documents_acked_prefix_is_settled_with_fake_producer() -> None:
     relay, fake = _relay(failing={"x-v2"})
     rows = [_row(1, "x", 1), _row(2, "y", 1), _row(3, "x", 2), _row(4, "y", 2), _row(5, "x", 3)]
     failed_docs: set[tuple[str, str]] = set()
-    outcome = relay._publish(_batch(*rows), failed_docs)
+    outcome = relay._publish(_batch(*rows), failed_docs).account(rows)
     assert len(fake.produced) == 5
     # x-v2 failed: x-v3 (acked or not) waits for it; x-v1 and all of y are done.
     assert outcome.acked == [1, 2, 4]
+    assert outcome.undelivered == [3, 5]  # fetched again, in their order
     assert outcome.failed
     assert failed_docs == {("t", "x")}
     # The next batch leaves x alone until a retry batch (nothing in flight) resends it.
@@ -141,9 +146,22 @@ def test_timing_headers_when_asked_with_fake_producer() -> None:
     assert int(marks["relayProducedAt"]) <= time.time() * 1e6
 
 
+def test_rows_behind_a_parked_row_are_parked_too_with_fake_producer() -> None:
+    relay, fake = _relay(failing=set())
+    bad = _row(2, "x", 2)
+    del bad.payload["status"]  # cannot be written as an event
+    rows = [_row(1, "x", 1), bad, _row(3, "y", 1), _row(4, "x", 3), _row(5, "z", 4, held_behind=1)]
+    outcome = relay._publish(_batch(*rows), set()).account(rows)
+    assert outcome.acked == [1, 3]
+    assert [(i, r.split(":")[0]) for i, r in outcome.parked][1:] == [
+        (4, "held behind parked outbox row 2"), (5, "held behind parked outbox row 1"),
+    ]  # fmt: skip
+    assert outcome.parked[0][0] == 2 and "status" in outcome.parked[0][1]
+    assert outcome.undelivered == [] and not outcome.failed
+    assert [p[2] for p in fake.produced] == [b"t/x", b"t/y"]
+
+
 def test_id_arrays_are_postgres_array_text() -> None:
     assert IdArray.of([]) == "{}"
     assert IdArray.of([3, 1, 2]) == "{3,1,2}"
-    batches = [InFlight.of([_row(5, "x", 1), _row(9, "y", 1)]), InFlight.of([_row(12, "x", 2)])]
-    assert [b.first for b in batches] == [5, 12]
-    assert InFlight.array(batches) == "{5,9,12}"
+    assert IdArray.joined(["5,9", "12"]) == "{5,9,12}"

@@ -17,6 +17,7 @@ import pytest
 from handoff.core import HandoffClient
 from handoff.core.settings import HandoffSettings
 from tests.fix_contract import ServiceFactory
+from tests.fix_relay import Relays
 
 OLD = "now() - interval '400 days'"
 
@@ -71,17 +72,22 @@ def test_shorter_than_the_replay_window_is_refused_with_why(
 
 def test_a_run_deletes_only_what_is_old(
     kept: None, service: ServiceFactory, migrated: HandoffSettings,
-    admin: psycopg.Connection[Any], tenant: str,
+    admin: psycopg.Connection[Any], tenant: str, relays: Relays,
 ) -> None:  # fmt: skip
     maker = service("maker", can_create=True)
     with HandoffClient.direct(maker, migrated.database_url, pool_size=1) as client:
-        for doc in ("old", "new"):
+        for doc in ("old", "new", "parked"):
             client.create(event_id=f"{doc}-c", document_id=doc, owner="maker", status="new")
     t = (tenant,)
     admin.execute(f"UPDATE handoff.receipts SET accepted_at = {OLD} "
                   "WHERE tenant_id = %s AND document_id = 'old'", t)  # fmt: skip
-    admin.execute(f"UPDATE handoff.outbox SET created_at = {OLD}, published_at = {OLD} "
-                  "WHERE tenant_id = %s AND document_id = 'old'", t)  # fmt: skip
+    # Published by a relay, then aged: only a published row is ever purged, so
+    # the parked one stays however old.
+    admin.execute("UPDATE handoff.outbox SET payload = payload - 'status' "
+                  "WHERE tenant_id = %s AND document_id = 'parked'", t)  # fmt: skip
+    assert relays.run_once().returncode == 0
+    admin.execute(f"UPDATE handoff.outbox SET created_at = {OLD} "
+                  "WHERE tenant_id = %s AND document_id IN ('old', 'parked')", t)  # fmt: skip
     for version, when in ((1, OLD), (2, OLD), (3, OLD), (1, "now()")):
         doc = "d" if when == OLD else "e"
         admin.execute(
@@ -111,8 +117,12 @@ def test_a_run_deletes_only_what_is_old(
     def left(sql: str) -> list[Any]:
         return [r[0] for r in admin.execute(sql, t).fetchall()]
 
-    assert left("SELECT document_id FROM handoff.receipts WHERE tenant_id = %s") == ["new"]
-    assert left("SELECT document_id FROM handoff.outbox WHERE tenant_id = %s") == ["new"]
+    assert sorted(left("SELECT document_id FROM handoff.receipts WHERE tenant_id = %s")) == [
+        "new", "parked",
+    ]  # fmt: skip
+    assert sorted(left("SELECT document_id FROM handoff.outbox WHERE tenant_id = %s")) == [
+        "new", "parked",
+    ]  # fmt: skip
     # The newest guard of a run stays however old (it is the consumer's position there).
     assert sorted(left("SELECT event_id FROM handoff.consumer_guards WHERE tenant_id = %s")) == [
         "g-d-3", "g-e-1",

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
 import re
+import subprocess
+import sys
 import threading
 import time
 import uuid
@@ -205,22 +208,44 @@ def test_unencodable_row_is_parked_and_holds_back_only_its_document(
     )
     assert relays.run_once().returncode == 0
     parked = admin.execute(
-        "SELECT version, park_reason FROM handoff.outbox WHERE tenant_id = %s "
-        "AND parked_at IS NOT NULL",
+        "SELECT document_id, version, park_reason FROM handoff.outbox WHERE tenant_id = %s "
+        "AND parked_at IS NOT NULL ORDER BY id",
         (tenant,),
     ).fetchall()
-    assert [v for v, _ in parked] == [2] and "status" in parked[0][1]
-    held = admin.execute(
-        "SELECT document_id, array_agg(version ORDER BY version) FROM handoff.outbox "
-        "WHERE tenant_id = %s AND published_at IS NULL GROUP BY document_id",
-        (tenant,),
-    ).fetchall()
-    assert held == [("park-0", [2, 3, 4])]
+    # The rows behind it are parked too (held), so that the slot's bound passes them.
+    assert [(d, v) for d, v, _ in parked] == [("park-0", 2), ("park-0", 3), ("park-0", 4)]
+    assert "status" in parked[0][2] and all("held behind" in r for _, _, r in parked[1:])
+    assert pending(admin, tenant) == 3  # parked, not published
     events = consume(
         migrated, relays.topic, tenant, lambda e: len(e.get("park-1", [])) >= 4 and "park-0" in e
     )
     assert first_seen_versions(events["park-1"]) == [1, 2, 3, 4]
     assert first_seen_versions(events["park-0"]) == [1]
+
+    # Repaired and unparked, the document's rows go out again, in their order.
+    nothing = _outbox_cli("unpark", tenant, "park-1", "--yes")
+    assert nothing.returncode == 1 and "has no parked outbox row" in nothing.stderr
+    listed = _outbox_cli("parked", "--tenant", tenant, "--json")
+    assert listed.returncode == 0, listed.stderr
+    assert [r["version"] for r in json.loads(listed.stdout)] == [2, 3, 4]
+    admin.execute(
+        "UPDATE handoff.outbox SET payload = payload || '{\"status\": \"s\"}' "
+        "WHERE tenant_id = %s AND document_id = 'park-0' AND version = 2",
+        (tenant,),
+    )
+    done = _outbox_cli("unpark", tenant, "park-0", "--yes")
+    assert done.returncode == 0 and "3 parked row(s) unparked" in done.stderr, done.stderr
+    assert relays.run_once().returncode == 0
+    assert pending(admin, tenant) == 0
+    events = consume(migrated, relays.topic, tenant, lambda e: len(e.get("park-0", [])) >= 4)
+    assert first_seen_versions(events["park-0"]) == [1, 2, 3, 4]
+
+
+def _outbox_cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "handoff.cli", "outbox", *args],
+        capture_output=True, text=True, timeout=60, check=False, env=os.environ.copy(),
+    )  # fmt: skip
 
 
 def test_metrics_retention_and_routing(

@@ -1,0 +1,24 @@
+"""An append-only outbox: each relay slot keeps how far its rows are published
+(handoff.relay_cursors) instead of the relay marking every row, and what is still
+waiting is the view handoff.outbox_pending.
+"""
+
+from alembic import op
+
+from handoff.migrations.helpers import apply_family, function_from, sql_steps
+
+revision = "0019_outbox_cursor"
+down_revision = "0018_index_plans"
+
+_upgrade_sql, _downgrade_sql = sql_steps(__file__)
+
+
+def upgrade() -> None:
+    _upgrade_sql()
+    apply_family("tracker")  # relay_backlog reads the view
+
+
+def downgrade() -> None:
+    _downgrade_sql()  # published_at back first: 0007's function body reads it
+    op.execute(function_from("0007_flow.sql", "relay_backlog"))
+    op.execute("ALTER FUNCTION handoff.relay_backlog(integer) SET search_path = handoff, pg_temp")

@@ -1,0 +1,129 @@
+"""How far the relay's slots are published: the bound it proves, and the rows above it.
+
+The outbox is append-only: rows are never marked. Each slot keeps a bound
+(``handoff.relay_cursors``) below which every row is settled, that is
+published or parked, and the relay moves it up as batches settle.
+
+The hard part is a late commit: an emit takes its outbox id when it inserts
+and commits a moment later, so a row may become visible after rows with
+higher ids were fetched and published. A bound moved past such a row would
+skip it for good. So the bound moves only past ids proven visible:
+
+- Each fetch comes with its snapshot's xmin and xmax and the last id handed
+  out, read after that snapshot was taken (``FETCH_PENDING``).
+- A probe takes the last id V of one fetch and the xmax X of the next one,
+  whose snapshot is newer than the moment V was read. Every emit that holds
+  an id up to V had its transaction id before it took the id (its first
+  write is the document's state row), so its transaction id is below X.
+- A later fetch whose xmin is at least X sees every such emit ended: all ids
+  up to V are visible to it or gone. That fetch returns the lowest pending
+  rows it sees, so afterwards every id up to V has been fetched, or lies
+  above that fetch's last row when it was full. That is a proof.
+
+The bound is the lowest of the proofs so far, the lowest id in flight and the
+lowest id fetched but not delivered (a failure; it is fetched again), minus
+one. Until the bound passes them, fetched rows are left out of the next
+fetches by id (``seen``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from handoff.core.outbox_sql import IdArray
+from handoff.relay.slots import SLOTS
+
+# Bounds of the slots a relay does not own: no id is above it.
+NOT_OWNED = 2**63 - 1
+
+
+@dataclass
+class Fetched:
+    """The ids of one fetched batch, joined once for the fetch's exclusion array."""
+
+    first: int
+    last: int
+    ids: str
+
+
+class Cursor:
+    """The proven bound of the owned slots and the fetched rows above it."""
+
+    def __init__(self, stored: dict[int, int]) -> None:
+        """``stored``: each owned slot's bound, as its previous owner left it."""
+        self.slots = sorted(stored)
+        self.value = min(stored.values()) if stored else 0
+        self.saved = self.value
+        self._stored = stored
+        self._proven = self.value
+        self._probe: tuple[int, int | None] | None = None  # (V, X once known)
+        self._seen: list[Fetched] = []  # in flight or settled, above the bound
+        self._in_flight: dict[int, int] = {}  # first id -> last id of each batch in flight
+        self._undelivered: set[int] = set()  # fetched, not delivered: to fetch again
+        self._bounds: IdArray | None = None
+
+    # -- what a fetch sends ------------------------------------------------------------
+
+    def bounds(self) -> IdArray:
+        """Each slot's bound (slot + 1 indexes it)."""
+        if not self._bounds:
+            values = [NOT_OWNED] * SLOTS
+            for slot, stored in self._stored.items():
+                values[slot] = max(stored, self.value)
+            self._bounds = IdArray.of(values)
+        return self._bounds
+
+    def seen(self) -> IdArray:
+        return IdArray.joined([f.ids for f in self._seen if f.ids])
+
+    @property
+    def unconfirmed(self) -> bool:
+        """Rows were fetched above the bound: the relay keeps fetching until it passes them."""
+        return bool(self._seen) or bool(self._undelivered)
+
+    # -- what a fetch says --------------------------------------------------------------
+
+    def fetched(
+        self, xmin: int, xmax: int, last_id: int, ids: list[int], *, full: bool
+    ) -> Fetched | None:
+        """Takes one fetch's snapshot and rows (in id order); the batch, if any rows."""
+        proof: int | None = None
+        if self._probe is None:
+            self._probe = (last_id, None)
+        elif self._probe[1] is None:
+            self._probe = (self._probe[0], xmax)
+        elif xmin >= self._probe[1]:
+            proof = self._probe[0]
+            self._probe = (last_id, None)
+        batch = None
+        if ids:
+            self._undelivered.difference_update(ids)
+            batch = Fetched(ids[0], ids[-1], ",".join(map(str, ids)))
+            self._seen.append(batch)
+            self._in_flight[batch.first] = batch.last
+        if proof is not None:
+            if full and ids:
+                proof = min(proof, ids[-1])
+            self._proven = max(self._proven, proof)
+        self._advance()
+        return batch
+
+    def settled(self, batch: Fetched, undelivered: list[int]) -> None:
+        """A batch's rows are delivered or parked, but for ``undelivered`` (fetched again)."""
+        self._in_flight.pop(batch.first, None)
+        if undelivered:
+            self._undelivered.update(undelivered)
+            again = set(undelivered)
+            batch.ids = ",".join([i for i in batch.ids.split(",") if int(i) not in again])
+        self._advance()
+
+    def _advance(self) -> None:
+        bound = self._proven
+        if self._in_flight:
+            bound = min(bound, min(self._in_flight) - 1)
+        if self._undelivered:
+            bound = min(bound, min(self._undelivered) - 1)
+        if bound > self.value:
+            self.value = bound
+            self._bounds = None
+            self._seen = [f for f in self._seen if f.last > bound]
