@@ -56,7 +56,7 @@ log = logging.getLogger("handoff.relay")
 PURGE_BATCH = 10_000
 IN_FLIGHT = 2  # batches handed to the producer thread and not yet resolved
 SAVE_EVERY_S = 0.1  # how often a moving bound is written (an idle relay writes at once)
-CONFIRM_WAIT_S = 0.02  # idle, with fetched rows above the bound: fetch again this soon
+CONFIRM_WAIT_S = 0.02  # idle, fetched rows above the bound: fetch again this soon at most
 
 Document = tuple[str, str]
 
@@ -276,22 +276,21 @@ class Relay:
             if in_flight:
                 failures = self._settle(conn, results.get(), cursor, in_flight.pop(0), failures)
                 continue
-            if cursor.unconfirmed:
-                # Fetched rows lie above the bound: the next fetches prove it past them.
-                self.stopping.wait(CONFIRM_WAIT_S)
-                continue
-            self._save(conn, cursor)
-            if once:
-                return True
+            if not cursor.unconfirmed:
+                self._save(conn, cursor)  # going idle: the bound as far as it goes
+                if once:
+                    return True
             # Idle: ask emits to notify, look once more (a row committed just
-            # before the flag was set gets no NOTIFY), then wait.
+            # before the flag was set gets no NOTIFY), then wait. Not long while
+            # fetched rows lie above the bound: the next fetches prove it past them.
             conn.execute(q.SET_WAITING)
             rows, fetched = self._fetch(conn, cursor)
             if fetched is not None:
                 batches.put(Batch(rows, fetched, retry=True, fetched_at=time.time()))
                 in_flight.append(fetched)
                 continue
-            for _ in conn.notifies(timeout=self.config.poll_interval_s, stop_after=1):
+            wait = CONFIRM_WAIT_S if cursor.unconfirmed else self.config.poll_interval_s
+            for _ in conn.notifies(timeout=wait, stop_after=1):
                 pass
         self._save(conn, cursor)
         return False
