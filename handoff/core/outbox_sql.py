@@ -55,17 +55,27 @@ SELECT objid::int FROM pg_locks
 # A row of a document that has an earlier parked row comes with that row's id
 # (held_behind): the relay parks it too, so that the slot's bound can pass it.
 #
-# The statement's own snapshot comes with it (the fetch sees exactly what it
-# says) and the last outbox id handed out, read after that snapshot was taken
-# (handoff/relay/cursor.py proves bounds from them). Always one row at least.
+# The statement's own snapshot's xmin comes with it (the fetch sees exactly
+# what it says), the next transaction id to be assigned and the last outbox id
+# handed out, both read after that snapshot was taken (handoff/relay/cursor.py
+# proves bounds from them). Always one row at least.
+#
+# Why not the snapshot's xmax: it is the latest completed xid + 1, and a
+# transaction that got a higher xid may still be running. The next xid is
+# read without taking one: age() of a transaction without an xid counts from
+# it (32 bits; widened here with the snapshot's 64-bit xmax, which it is
+# never below and never 2^32 above).
 FETCH_PENDING = """
-SELECT s.xmin, s.xmax, s.last_id,
+SELECT s.xmin, s.xmax + ((d.next32 - s.xmax) %% 4294967296 + 4294967296) %% 4294967296,
+       s.last_id,
        f.id, f.tenant_id, f.document_id, f.version, f.event_type, f.payload, f.held_behind
   FROM (SELECT pg_snapshot_xmin(x)::text::bigint AS xmin,
                pg_snapshot_xmax(x)::text::bigint AS xmax,
                (SELECT CASE WHEN is_called THEN last_value ELSE last_value - 1 END
                   FROM handoff.outbox_id_seq) AS last_id
           FROM pg_current_snapshot() AS x) AS s
+ CROSS JOIN (SELECT datfrozenxid::text::bigint + age(datfrozenxid) AS next32
+               FROM pg_database WHERE datname = current_database()) AS d
   LEFT JOIN LATERAL (
        SELECT o.id, o.tenant_id, o.document_id, o.version, o.event_type, o.payload,
               (SELECT min(p.id) FROM handoff.outbox p

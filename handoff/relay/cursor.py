@@ -9,12 +9,14 @@ and commits a moment later, so a row may become visible after rows with
 higher ids were fetched and published. A bound moved past such a row would
 skip it for good. So the bound moves only past ids proven visible:
 
-- Each fetch comes with its snapshot's xmin and xmax and the last id handed
-  out, read after that snapshot was taken (``FETCH_PENDING``).
-- A probe takes the last id V of one fetch and the xmax X of the next one,
-  whose snapshot is newer than the moment V was read. Every emit that holds
-  an id up to V had its transaction id before it took the id (its first
-  write is the document's state row), so its transaction id is below X.
+- Each fetch comes with its snapshot's xmin, the next transaction id to be
+  assigned and the last id handed out, both read after that snapshot was
+  taken (``FETCH_PENDING``; not the snapshot's xmax, which a running
+  transaction's xid may exceed: a test with three relays lost rows so).
+- A probe takes the last id V of one fetch and the next xid X of the next
+  one, read after V was. Every emit that holds an id up to V had its
+  transaction id before it took the id (its first write is the document's
+  state row), so its transaction id is below X.
 - A later fetch whose xmin is at least X sees every such emit ended: all ids
   up to V are visible to it or gone. That fetch returns the lowest pending
   rows it sees, so afterwards every id up to V has been fetched, or lies
@@ -84,14 +86,14 @@ class Cursor:
     # -- what a fetch says --------------------------------------------------------------
 
     def fetched(
-        self, xmin: int, xmax: int, last_id: int, ids: list[int], *, full: bool
+        self, xmin: int, next_xid: int, last_id: int, ids: list[int], *, full: bool
     ) -> Fetched | None:
         """Takes one fetch's snapshot and rows (in id order); the batch, if any rows."""
         proof: int | None = None
         if self._probe is None:
             self._probe = (last_id, None)
         elif self._probe[1] is None:
-            self._probe = (self._probe[0], xmax)
+            self._probe = (self._probe[0], next_xid)
         elif xmin >= self._probe[1]:
             proof = self._probe[0]
             self._probe = (last_id, None)

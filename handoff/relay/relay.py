@@ -340,11 +340,10 @@ class Relay:
                 "limit": self.config.batch_size,
             },
         ).fetchall()
-        xmin, xmax, last_id = found[0][:3]
+        xmin, next_xid, last_id = found[0][:3]
         rows = [Row(*r[3:]) for r in found if r[3] is not None]
-        fetched = cursor.fetched(
-            xmin, xmax, last_id, [row.id for row in rows], full=len(rows) >= self.config.batch_size
-        )
+        full = len(rows) >= self.config.batch_size
+        fetched = cursor.fetched(xmin, next_xid, last_id, [row.id for row in rows], full=full)
         return rows, fetched
 
     # -- the producer thread ------------------------------------------------------------

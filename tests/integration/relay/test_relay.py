@@ -229,7 +229,7 @@ def test_unencodable_row_is_parked_and_holds_back_only_its_document(
     assert listed.returncode == 0, listed.stderr
     assert [r["version"] for r in json.loads(listed.stdout)] == [2, 3, 4]
     admin.execute(
-        "UPDATE handoff.outbox SET payload = payload || '{\"status\": \"s\"}' "
+        'UPDATE handoff.outbox SET payload = payload || \'{"status": "s"}\' '
         "WHERE tenant_id = %s AND document_id = 'park-0' AND version = 2",
         (tenant,),
     )
