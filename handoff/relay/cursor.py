@@ -22,6 +22,15 @@ skip it for good. So the bound moves only past ids proven visible:
   rows it sees, so afterwards every id up to V has been fetched, or lies
   above that fetch's last row when it was full. That is a proof.
 
+A transaction that runs long (a report, a migration, anything with an xid)
+would hold that proof back, and with it the bound, while the fetched rows
+above the bound pile up. So a probe that waited STALL_S also asks who holds
+the outbox's insert lock (``lockers``): an emit takes it before it takes
+its id and keeps it to its end. Once none of the holders seen after V was
+read holds it any more, every emit with an id up to V has ended, and the
+next fetch is the proof. Only an emit that stays open itself holds the
+bound, and then rightly.
+
 The bound is the lowest of the proofs so far, the lowest id in flight and the
 lowest id fetched but not delivered (a failure; it is fetched again), minus
 one. Until the bound passes them, fetched rows are left out of the next
@@ -30,6 +39,8 @@ fetches by id (``seen``).
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from handoff.core.outbox_sql import IdArray
@@ -37,6 +48,18 @@ from handoff.relay.slots import SLOTS
 
 # Bounds of the slots a relay does not own: no id is above it.
 NOT_OWNED = 2**63 - 1
+STALL_S = 0.5  # a probe waiting this long also asks who holds the outbox's insert lock
+
+
+@dataclass
+class Probe:
+    """One attempt at a proof: the last id V, and what must end before it holds."""
+
+    last_id: int
+    next_xid: int | None = None  # read after V: every holder of an id <= V is below it
+    since: float = 0.0
+    lockers: set[str] | None = None  # holders of the insert lock, read after V
+    ended: bool = False  # none of them holds it any more: the next fetch proves V
 
 
 @dataclass
@@ -51,14 +74,17 @@ class Fetched:
 class Cursor:
     """The proven bound of the owned slots and the fetched rows above it."""
 
-    def __init__(self, stored: dict[int, int]) -> None:
+    def __init__(
+        self, stored: dict[int, int], clock: Callable[[], float] = time.monotonic
+    ) -> None:
         """``stored``: each owned slot's bound, as its previous owner left it."""
+        self._clock = clock
         self.slots = sorted(stored)
         self.value = min(stored.values()) if stored else 0
         self.saved = self.value
         self._stored = stored
         self._proven = self.value
-        self._probe: tuple[int, int | None] | None = None  # (V, X once known)
+        self._probe: Probe | None = None
         self._seen: list[Fetched] = []  # in flight or settled, above the bound
         self._in_flight: dict[int, int] = {}  # first id -> last id of each batch in flight
         self._undelivered: set[int] = set()  # fetched, not delivered: to fetch again
@@ -79,6 +105,14 @@ class Cursor:
         return IdArray.joined([f.ids for f in self._seen if f.ids])
 
     @property
+    def wants_lockers(self) -> bool:
+        """The probe has waited STALL_S for the transactions below its xid: ask the locks."""
+        probe = self._probe
+        return bool(
+            probe and probe.next_xid is not None and self._clock() - probe.since >= STALL_S
+        )
+
+    @property
     def unconfirmed(self) -> bool:
         """Rows were fetched above the bound: the relay keeps fetching until it passes them."""
         return bool(self._seen) or bool(self._undelivered)
@@ -86,17 +120,33 @@ class Cursor:
     # -- what a fetch says --------------------------------------------------------------
 
     def fetched(
-        self, xmin: int, next_xid: int, last_id: int, ids: list[int], *, full: bool
+        self,
+        xmin: int,
+        next_xid: int,
+        last_id: int,
+        ids: list[int],
+        *,
+        full: bool,
+        lockers: list[str] | None = None,
     ) -> Fetched | None:
-        """Takes one fetch's snapshot and rows (in id order); the batch, if any rows."""
+        """Takes one fetch's snapshot and rows (in id order); the batch, if any rows.
+
+        ``lockers``: the insert lock's holders, read during this fetch (when asked).
+        """
         proof: int | None = None
-        if self._probe is None:
-            self._probe = (last_id, None)
-        elif self._probe[1] is None:
-            self._probe = (self._probe[0], next_xid)
-        elif xmin >= self._probe[1]:
-            proof = self._probe[0]
-            self._probe = (last_id, None)
+        probe = self._probe
+        if probe is None:
+            self._probe = Probe(last_id)
+        elif probe.next_xid is None:
+            probe.next_xid, probe.since = next_xid, self._clock()
+        elif xmin >= probe.next_xid or probe.ended:
+            proof = probe.last_id
+            self._probe = Probe(last_id)
+        elif lockers is not None:
+            # Read after this fetch's snapshot: ended holders prove the next fetch.
+            if probe.lockers is None:
+                probe.lockers = set(lockers)
+            probe.ended = not probe.lockers.intersection(lockers)
         batch = None
         if ids:
             self._undelivered.difference_update(ids)

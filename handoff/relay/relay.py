@@ -57,6 +57,7 @@ PURGE_BATCH = 10_000
 IN_FLIGHT = 2  # batches handed to the producer thread and not yet resolved
 SAVE_EVERY_S = 0.1  # how often a moving bound is written (an idle relay writes at once)
 CONFIRM_WAIT_S = 0.02  # idle, fetched rows above the bound: fetch again this soon at most
+ONCE_CONFIRM_S = 10.0  # --once: how long an open emit may hold the bound before it exits
 
 Document = tuple[str, str]
 
@@ -233,6 +234,7 @@ class Relay:
         failures = 0
         next_rebalance = next_metrics = next_save = 0.0
         next_purge = time.monotonic() + self.config.purge_interval_s
+        idle_since: float | None = None  # --once: all published, the bound not yet past it
         while not self.stopping.is_set():
             while in_flight and not results.empty():
                 failures = self._settle(conn, results.get(), cursor, in_flight.pop(0), failures)
@@ -272,6 +274,7 @@ class Relay:
                 if fetched is not None:
                     batches.put(Batch(rows, fetched, retry=not in_flight, fetched_at=time.time()))
                     in_flight.append(fetched)
+                    idle_since = None
                     continue
             if in_flight:
                 failures = self._settle(conn, results.get(), cursor, in_flight.pop(0), failures)
@@ -279,6 +282,20 @@ class Relay:
             if not cursor.unconfirmed:
                 self._save(conn, cursor)  # going idle: the bound as far as it goes
                 if once:
+                    return True
+                idle_since = None
+            elif once:
+                # Everything visible is published; an emit left open holds the
+                # bound below it (a transaction idle in the middle): do not wait
+                # for it for ever, the next relay publishes those rows again.
+                idle_since = idle_since or now
+                if now - idle_since >= ONCE_CONFIRM_S:
+                    self._save(conn, cursor)
+                    log.warning(
+                        "an open transaction holds the outbox bound at %s; exiting "
+                        "(rows above it go out again with the next relay)",
+                        cursor.value,
+                    )
                     return True
             # Idle: ask emits to notify, look once more (a row committed just
             # before the flag was set gets no NOTIFY), then wait. Not long while
@@ -338,12 +355,14 @@ class Relay:
                 "bounds": cursor.bounds(),
                 "seen": cursor.seen(),
                 "limit": self.config.batch_size,
+                "lockers": cursor.wants_lockers,
             },
         ).fetchall()
-        xmin, next_xid, last_id = found[0][:3]
-        rows = [Row(*r[3:]) for r in found if r[3] is not None]
+        xmin, next_xid, last_id, lockers = found[0][:4]
+        rows = [Row(*r[4:]) for r in found if r[4] is not None]
         full = len(rows) >= self.config.batch_size
-        fetched = cursor.fetched(xmin, next_xid, last_id, [row.id for row in rows], full=full)
+        ids = [row.id for row in rows]
+        fetched = cursor.fetched(xmin, next_xid, last_id, ids, full=full, lockers=lockers)
         return rows, fetched
 
     # -- the producer thread ------------------------------------------------------------

@@ -68,3 +68,44 @@ def test_the_bound_never_falls() -> None:
     for xmin, xmax, last in ((1, 2, 30), (2, 3, 30), (3, 4, 20), (4, 5, 20), (5, 6, 20)):
         cursor.fetched(xmin, xmax, last, [], full=False)
     assert cursor.value == 30
+
+
+class FakeClock:
+    """Stands in for time.monotonic: moved by hand."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_a_long_transaction_does_not_hold_the_bound_once_the_emits_ended_with_fake_clock() -> None:
+    clock = FakeClock()
+    cursor = Cursor({0: 0}, clock=clock)
+    batch = cursor.fetched(50, 60, 100, [90, 100], full=False)  # V = 100
+    assert batch is not None
+    cursor.fetched(50, 62, 110, [], full=False)  # X = 62; xid 50 (a report) runs on
+    cursor.settled(batch, [])
+    cursor.fetched(50, 63, 110, [], full=False)
+    assert not cursor.wants_lockers and cursor.value == 0
+    clock.now = 0.6  # waited past STALL_S: ask who holds the insert lock
+    assert cursor.wants_lockers
+    cursor.fetched(50, 64, 110, [], full=False, lockers=["4/17", "5/9"])
+    cursor.fetched(50, 65, 110, [], full=False, lockers=["5/9", "6/2"])  # 5/9 still there
+    assert cursor.value == 0
+    cursor.fetched(50, 66, 110, [], full=False, lockers=["6/2"])  # both ended
+    assert cursor.value == 0  # read during that fetch: the next one is the proof
+    cursor.fetched(50, 67, 110, [], full=False)
+    assert cursor.value == 100 and not cursor.unconfirmed
+
+
+def test_an_emit_left_open_holds_the_bound_with_fake_clock() -> None:
+    clock = FakeClock()
+    cursor = Cursor({0: 0}, clock=clock)
+    cursor.fetched(50, 60, 100, [], full=False)
+    cursor.fetched(50, 62, 110, [], full=False)
+    clock.now = 1.0
+    for _ in range(5):
+        cursor.fetched(50, 70, 120, [], full=False, lockers=["4/17"])  # it never ends
+    assert cursor.value == 0

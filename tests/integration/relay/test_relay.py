@@ -17,11 +17,14 @@ import httpx
 import psycopg
 import pytest
 
+from handoff.core.calls import Calls
+from handoff.core.emitter import Request, emit_direct
 from handoff.core.kafka import UNREACHABLE
+from handoff.core.models import Receipt
 from handoff.core.settings import HandoffSettings
 from handoff.stack.local import LocalStack
 from handoff.stack.procs import wait_until
-from tests.fix_contract import ServiceFactory
+from tests.fix_contract import ServiceFactory, login
 from tests.fix_relay import (
     Relays,
     Workload,
@@ -61,6 +64,56 @@ def test_three_relays_publish_every_version_in_order(
     assert_complete_and_ordered(events, workload.versions)
     assert all(p.poll() is None for p in relays.procs[1:]), "a surviving relay died"
     assert _slots_held(admin) == 256
+
+
+class _OnConnection(Calls[Receipt]):
+    """Emits on one connection, in whatever transaction it has open."""
+
+    def __init__(self, conn: psycopg.Connection[Any]) -> None:
+        self.conn = conn
+
+    def _send(self, request: Request, document_id: str | None = None) -> Receipt:
+        return emit_direct(self.conn, request, document_id)
+
+
+def test_a_long_transaction_does_not_hold_the_bound_and_an_open_emit_does(
+    relays: Relays, workload: Workload, admin: psycopg.Connection[Any], tenant: str,
+    migrated: HandoffSettings, service: ServiceFactory,
+) -> None:  # fmt: skip
+    def relay_log(n: int) -> str:
+        return (relays.logs / f"relay-{relays.topic}-{n}.log").read_text()
+
+    # A report with a transaction id, open throughout: the bound passes it anyway
+    # (the relay asks who holds the outbox's insert lock once the xid proof stalls).
+    with psycopg.connect(migrated.database_url) as report:
+        report.execute("SELECT pg_current_xact_id()")
+        workload.run(docs=3, steps=3, threads=1, prefix="long")
+        assert relays.run_once().returncode == 0
+        assert pending(admin, tenant) == 0
+        assert "open transaction holds" not in relay_log(0)
+        report.rollback()
+    # An emit left open holds the bound below its row, rightly; what committed
+    # after it is published all the same, and --once exits without waiting for it.
+    holder = service("holder", can_create=True)
+    # No relay waits: the open emit does not take the wake-up row (which would
+    # hold every later waking emit until it ends).
+    admin.execute("UPDATE handoff.relay_wakeup SET waiting = false")
+    with login(migrated, holder.role, holder.secret) as conn:
+        conn.autocommit = False
+        _OnConnection(conn).create(
+            event_id=str(uuid.uuid4()), document_id="open-1", owner="holder", status="new"
+        )
+        workload.run(docs=2, steps=2, threads=1, prefix="after")
+        assert relays.run_once().returncode == 0
+        assert "open transaction holds the outbox bound" in relay_log(1)
+        assert pending(admin, tenant) > 0
+        conn.commit()
+    events = consume(migrated, relays.topic, tenant, lambda e: {"after-0", "after-1"} <= set(e))
+    assert first_seen_versions(events["after-1"]) == [1, 2]
+    assert relays.run_once().returncode == 0
+    assert pending(admin, tenant) == 0
+    events = consume(migrated, relays.topic, tenant, lambda e: "open-1" in e)
+    assert first_seen_versions(events["open-1"]) == [1]
 
 
 def test_consumer_gets_the_full_envelope(
