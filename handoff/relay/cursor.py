@@ -74,9 +74,7 @@ class Fetched:
 class Cursor:
     """The proven bound of the owned slots and the fetched rows above it."""
 
-    def __init__(
-        self, stored: dict[int, int], clock: Callable[[], float] = time.monotonic
-    ) -> None:
+    def __init__(self, stored: dict[int, int], clock: Callable[[], float] = time.monotonic) -> None:
         """``stored``: each owned slot's bound, as its previous owner left it."""
         self._clock = clock
         self.slots = sorted(stored)
@@ -108,9 +106,7 @@ class Cursor:
     def wants_lockers(self) -> bool:
         """The probe has waited STALL_S for the transactions below its xid: ask the locks."""
         probe = self._probe
-        return bool(
-            probe and probe.next_xid is not None and self._clock() - probe.since >= STALL_S
-        )
+        return bool(probe and probe.next_xid is not None and self._clock() - probe.since >= STALL_S)
 
     @property
     def unconfirmed(self) -> bool:
