@@ -29,6 +29,7 @@ from handoff.core.events import current_schema, encode, to_record
 from handoff.core.kafka import producer as relay_producer
 from handoff.core.settings import HandoffSettings
 from handoff.relay.kafka_io import headers
+from handoff.stack.local import LocalStack
 
 BACKLOG_DOCS = 10_000  # documents of a backlog; a row's version is its number / this + 1
 
@@ -75,6 +76,14 @@ def fill_backlog(settings: HandoffSettings, rows: int, progress: Any) -> str:
             progress(min(rows, start + chunk))
         conn.execute("VACUUM ANALYZE handoff.outbox")
     return tenant
+
+
+def settle(stack: LocalStack, *, vacuum: bool) -> None:
+    """Checkpoints what was written (after vacuuming the outbox, with ``vacuum``)."""
+    with psycopg.connect(stack.postgres.superuser_url("handoff"), autocommit=True) as conn:
+        if vacuum:
+            conn.execute("VACUUM ANALYZE handoff.outbox")
+        conn.execute("CHECKPOINT")
 
 
 def pending_rows(settings: HandoffSettings) -> int:
