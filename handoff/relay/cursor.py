@@ -103,6 +103,11 @@ class Cursor:
         return IdArray.joined([f.ids for f in self._seen if f.ids])
 
     @property
+    def seen_count(self) -> int:
+        """About how many ids the fetches leave out (a long-open emit makes it grow)."""
+        return sum(f.last - f.first + 1 for f in self._seen) if self._seen else 0
+
+    @property
     def wants_lockers(self) -> bool:
         """The probe has waited STALL_S for the transactions below its xid: ask the locks."""
         probe = self._probe

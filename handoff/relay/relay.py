@@ -57,6 +57,7 @@ PURGE_BATCH = 10_000
 IN_FLIGHT = 2  # batches handed to the producer thread and not yet resolved
 SAVE_EVERY_S = 0.1  # how often a moving bound is written (an idle relay writes at once)
 CONFIRM_WAIT_S = 0.02  # idle, fetched rows above the bound: fetch again this soon at most
+SEEN_WARN = 100_000  # ids fetched above the bound: beyond this the relay warns once a minute
 ONCE_CONFIRM_S = 10.0  # --once: how long an open emit may hold the bound before it exits
 
 Document = tuple[str, str]
@@ -232,7 +233,7 @@ class Relay:
         in_flight: list[Fetched] = []  # batches awaiting acks, oldest first
         full = False  # the last fetch filled its batch: a backlog, keep the pipeline full
         failures = 0
-        next_rebalance = next_metrics = next_save = 0.0
+        next_rebalance = next_metrics = next_save = next_warn = 0.0
         next_purge = time.monotonic() + self.config.purge_interval_s
         idle_since: float | None = None  # --once: all published, the bound not yet past it
         while not self.stopping.is_set():
@@ -260,6 +261,14 @@ class Relay:
             if now >= next_save:
                 self._save(conn, cursor)
                 next_save = now + SAVE_EVERY_S
+                if cursor.seen_count > SEEN_WARN and now >= next_warn:
+                    # Each fetch sends these ids: the relay slows as they grow.
+                    log.warning(
+                        "an open transaction holds the outbox bound at %s; about %s published "
+                        "ids above it are excluded from every fetch until it ends",
+                        cursor.value, cursor.seen_count,
+                    )  # fmt: skip
+                    next_warn = now + 60
             # After a failure, drain first: the retry must come as a batch
             # fetched with nothing in flight, or a busy relay would never retry.
             # A second batch is fetched while one is in flight only behind a
