@@ -162,9 +162,12 @@ def test_kill_9_mid_batch_loses_nothing(
     emitting = threading.Thread(target=workload.run, args=(20, 30))
     emitting.start()
     kills = 0
-    while emitting.is_alive() or pending(admin, tenant):
+    while emitting.is_alive() or pending(admin, tenant) or kills < 3:
         relay = relays.start(batch_size="50")
-        time.sleep(0.4 + 0.3 * (kills % 3))
+        # Killed once it publishes (its start-up alone takes about a second).
+        log = relays.logs / f"relay-{relays.topic}-{len(relays.procs) - 1}.log"
+        wait_until(lambda log=log: log.exists() and "registered" in log.read_text(), 20, 0.05)
+        time.sleep(0.1 + 0.2 * (kills % 3))
         relay.kill()  # SIGKILL, wherever it is
         relay.wait(10)
         kills += 1
