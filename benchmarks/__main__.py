@@ -208,7 +208,8 @@ def bench_relay(rows: int, rate: float, seconds: float) -> str:
     backlog = relay.fill_backlog(
         settings, rows, lambda n: console.print(f"  {n:,} rows", highlight=False)
     )
-    relay.settle(stack, vacuum=False)  # the backlog's own WAL, not the drain's
+    superuser_url = stack.postgres.superuser_url("handoff")
+    relay.settle(superuser_url, vacuum=False)  # the backlog's own WAL, not the drain's
     topic = f"bench.drain.{uuid.uuid4().hex[:6]}"
     bare_topic = f"bench.bare.{uuid.uuid4().hex[:6]}"
     try:
@@ -230,7 +231,7 @@ def bench_relay(rows: int, rate: float, seconds: float) -> str:
         # Its rows, published or not (a failed drain leaves some), and nothing else.
         remove_tenant(settings.database_url, backlog)
         topics.delete(settings, [topic, bare_topic])
-        relay.settle(stack, vacuum=True)  # the next run starts where this one did
+        relay.settle(superuser_url, vacuum=True)  # the next run starts where this one did
 
     def latency_row(label: str, m: relay.Latency) -> list[object]:
         fetch = f"p50 {m.fetch_p50_ms:.1f}, p99 {m.fetch_p99_ms:.1f} ms"

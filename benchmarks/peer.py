@@ -53,7 +53,7 @@ from benchmarks.peer_stack import (
     prepare_publication,
     reset_slot,
 )
-from benchmarks.relay import BACKLOG_DOCS, FILL
+from benchmarks.relay import BACKLOG_DOCS, FILL, settle
 from benchmarks.stats import markdown_table, percentile
 from handoff.core.settings import HandoffSettings
 from handoff.stack.local import LocalStack
@@ -337,8 +337,7 @@ class Peer:
     def _empty_outbox(self) -> None:
         with psycopg.connect(self.admin_url, autocommit=True) as conn:
             conn.execute("TRUNCATE handoff.outbox")
-            conn.execute("VACUUM ANALYZE handoff.outbox")
-            conn.execute("CHECKPOINT")
+        settle(self.admin_url, vacuum=True)
 
     # -- writing -----------------------------------------------------------------------
 

@@ -29,7 +29,6 @@ from handoff.core.events import current_schema, encode, to_record
 from handoff.core.kafka import producer as relay_producer
 from handoff.core.settings import HandoffSettings
 from handoff.relay.kafka_io import headers
-from handoff.stack.local import LocalStack
 
 BACKLOG_DOCS = 10_000  # documents of a backlog; a row's version is its number / this + 1
 
@@ -78,9 +77,9 @@ def fill_backlog(settings: HandoffSettings, rows: int, progress: Any) -> str:
     return tenant
 
 
-def settle(stack: LocalStack, *, vacuum: bool) -> None:
+def settle(superuser_url: str, *, vacuum: bool) -> None:
     """Checkpoints what was written (after vacuuming the outbox, with ``vacuum``)."""
-    with psycopg.connect(stack.postgres.superuser_url("handoff"), autocommit=True) as conn:
+    with psycopg.connect(superuser_url, autocommit=True) as conn:
         if vacuum:
             conn.execute("VACUUM ANALYZE handoff.outbox")
         conn.execute("CHECKPOINT")

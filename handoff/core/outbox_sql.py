@@ -132,12 +132,15 @@ SELECT (SELECT count(*) FROM handoff.outbox_pending),
 _CUTOFF = """(SELECT now() - greatest(make_interval(secs => %(seconds)s),
                                      coalesce((SELECT outbox FROM handoff.retention),
                                               interval '0')))"""
-PURGE = f"""
+_PURGE = """
 DELETE FROM handoff.outbox WHERE id IN (
     SELECT o.id FROM handoff.outbox o JOIN handoff.relay_cursors c ON c.slot = o.slot
-     WHERE o.created_at < {_CUTOFF} AND o.id <= c.published_upto AND o.parked_at IS NULL
+     WHERE o.created_at < {cutoff} AND o.id <= c.published_upto AND o.parked_at IS NULL
      LIMIT %(limit)s FOR UPDATE OF o SKIP LOCKED)
 """
+PURGE = _PURGE.format(cutoff=_CUTOFF)
+# The same, before a cutoff the caller gives (handoff retention run).
+PURGE_BEFORE = _PURGE.format(cutoff="%(cutoff)s")
 
 # -- handoff relay unpark: a parked document's rows written again -------------------
 #

@@ -7,6 +7,8 @@ visible, and a stop between batches is safe.
 
 from __future__ import annotations
 
+from handoff.core import outbox_sql
+
 SETTINGS = """
 SELECT replay_window, receipts, guards, outbox, rejections, quarantine, updated_at, updated_by
   FROM handoff.retention
@@ -44,14 +46,8 @@ DELETE FROM handoff.consumer_guards WHERE ctid = ANY (ARRAY(
      LIMIT %(limit)s))
 """
 
-# Published (at or below its slot's bound, not parked) and old; the relay
-# purges these too (see its PURGE).
-PURGE_OUTBOX = """
-DELETE FROM handoff.outbox WHERE id IN (
-    SELECT o.id FROM handoff.outbox o JOIN handoff.relay_cursors c ON c.slot = o.slot
-     WHERE o.created_at < %(cutoff)s AND o.id <= c.published_upto AND o.parked_at IS NULL
-     LIMIT %(limit)s FOR UPDATE OF o SKIP LOCKED)
-"""
+# Published and old: the relay's own purge statement, with the run's cutoff.
+PURGE_OUTBOX = outbox_sql.PURGE_BEFORE
 
 PURGE_REJECTIONS = """
 DELETE FROM handoff.rejections WHERE ctid = ANY (ARRAY(

@@ -84,7 +84,7 @@ class Cursor:
         self._proven = self.value
         self._probe: Probe | None = None
         self._seen: list[Fetched] = []  # in flight or settled, above the bound
-        self._in_flight: dict[int, int] = {}  # first id -> last id of each batch in flight
+        self._in_flight: set[int] = set()  # the first id of each batch in flight
         self._undelivered: set[int] = set()  # fetched, not delivered: to fetch again
         self._bounds: IdArray | None = None
 
@@ -92,7 +92,7 @@ class Cursor:
 
     def bounds(self) -> IdArray:
         """Each slot's bound (slot + 1 indexes it)."""
-        if not self._bounds:
+        if self._bounds is None:
             values = [NOT_OWNED] * SLOTS
             for slot, stored in self._stored.items():
                 values[slot] = max(stored, self.value)
@@ -153,7 +153,7 @@ class Cursor:
             self._undelivered.difference_update(ids)
             batch = Fetched(ids[0], ids[-1], ",".join(map(str, ids)))
             self._seen.append(batch)
-            self._in_flight[batch.first] = batch.last
+            self._in_flight.add(batch.first)
         if proof is not None:
             if full and ids:
                 proof = min(proof, ids[-1])
@@ -163,7 +163,7 @@ class Cursor:
 
     def settled(self, batch: Fetched, undelivered: list[int]) -> None:
         """A batch's rows are delivered or parked, but for ``undelivered`` (fetched again)."""
-        self._in_flight.pop(batch.first, None)
+        self._in_flight.discard(batch.first)
         if undelivered:
             self._undelivered.update(undelivered)
             again = set(undelivered)

@@ -278,11 +278,9 @@ class Relay:
             # nothing (pg_stat_statements in a hop run at 250 emits/s: 4,303
             # fetches for 2,902 batches).
             if not in_flight or (len(in_flight) < IN_FLIGHT and full and not failures):
-                rows, fetched = self._fetch(conn, cursor)
+                rows = self._fetch_into(conn, cursor, batches, in_flight)
                 full = len(rows) >= self.config.batch_size
-                if fetched is not None:
-                    batches.put(Batch(rows, fetched, retry=not in_flight, fetched_at=time.time()))
-                    in_flight.append(fetched)
+                if rows:
                     idle_since = None
                     continue
             if in_flight:
@@ -310,10 +308,7 @@ class Relay:
             # before the flag was set gets no NOTIFY), then wait. Not long while
             # fetched rows lie above the bound: the next fetches prove it past them.
             conn.execute(q.SET_WAITING)
-            rows, fetched = self._fetch(conn, cursor)
-            if fetched is not None:
-                batches.put(Batch(rows, fetched, retry=True, fetched_at=time.time()))
-                in_flight.append(fetched)
+            if self._fetch_into(conn, cursor, batches, in_flight):
                 continue
             wait = CONFIRM_WAIT_S if cursor.unconfirmed else self.config.poll_interval_s
             for _ in conn.notifies(timeout=wait, stop_after=1):
@@ -351,12 +346,17 @@ class Relay:
         cursor.settled(fetched, done.undelivered)
         return failures + 1 if done.failed else 0
 
-    def _fetch(
-        self, conn: psycopg.Connection[Any], cursor: Cursor
-    ) -> tuple[list[Row], Fetched | None]:
-        """The next pending rows of owned slots, and the cursor's account of them."""
+    def _fetch_into(
+        self,
+        conn: psycopg.Connection[Any],
+        cursor: Cursor,
+        batches: queue.Queue[Batch | None],
+        in_flight: list[Fetched],
+    ) -> list[Row]:
+        """Fetches the next pending rows of owned slots and hands them to the producer
+        thread as a batch (a retry when nothing else is in flight); returns them."""
         if not cursor.slots:
-            return [], None
+            return []
         found = conn.execute(
             q.FETCH_PENDING,
             {
@@ -372,7 +372,10 @@ class Relay:
         full = len(rows) >= self.config.batch_size
         ids = [row.id for row in rows]
         fetched = cursor.fetched(xmin, next_xid, last_id, ids, full=full, lockers=lockers)
-        return rows, fetched
+        if fetched is not None:
+            batches.put(Batch(rows, fetched, retry=not in_flight, fetched_at=time.time()))
+            in_flight.append(fetched)
+        return rows
 
     # -- the producer thread ------------------------------------------------------------
 
