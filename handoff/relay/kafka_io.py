@@ -15,6 +15,7 @@ from handoff.core.events import EventSchema, retained_versions
 log = logging.getLogger("handoff.relay")
 
 COMPATIBILITY = "BACKWARD_TRANSITIVE"
+CONFLICT_TRIES = 3
 
 
 def register_schemas(registry_url: str, topics: list[str]) -> tuple[EventSchema, dict[str, int]]:
@@ -30,9 +31,7 @@ def register_schemas(registry_url: str, topics: list[str]) -> tuple[EventSchema,
         for topic in topics:
             subject = f"{topic}-value"
             try:
-                registry.set_compatibility(subject_name=subject, level=COMPATIBILITY)
-                for version in versions:
-                    ids[topic] = registry.register_schema(subject, Schema(version.text, "AVRO"))
+                ids[topic] = _register_subject(registry, subject, versions)
             except SchemaRegistryError as exc:
                 if exc.http_status_code >= 500:
                     # The registry's own trouble (e.g. its database restarted
@@ -45,6 +44,33 @@ def register_schemas(registry_url: str, topics: list[str]) -> tuple[EventSchema,
             except Exception as exc:  # connection problems surface as various types
                 raise Unavailable(f"schema registry at {registry_url}: {exc}") from exc
     return versions[-1], ids
+
+
+def _register_subject(
+    registry: SchemaRegistryClient, subject: str, versions: list[EventSchema]
+) -> int:
+    """The subject's rule and versions; the id of the newest.
+
+    Why the second try: relays starting together on a new subject race to
+    create its compatibility rule, and Apicurio answers the loser 409 ("a
+    rule named 'COMPATIBILITY' already exists"; seen with two relays started
+    at once). Every step is idempotent, so the loser goes again and now
+    updates the rule. A schema the rule refuses is refused the second time
+    too, and that 409 is raised.
+    """
+    for attempt in range(CONFLICT_TRIES):
+        try:
+            registry.set_compatibility(subject_name=subject, level=COMPATIBILITY)
+            schema_id = 0
+            for version in versions:
+                schema_id = registry.register_schema(subject, Schema(version.text, "AVRO"))
+            return schema_id
+        except SchemaRegistryError as exc:
+            if exc.http_status_code != 409 or attempt == CONFLICT_TRIES - 1:
+                raise
+            log.info("registry conflict on %s (%s); setting it up again", subject, exc)
+            time.sleep(0.2 * (attempt + 1))
+    raise AssertionError("unreachable")
 
 
 def headers(payload: dict[str, Any]) -> list[Any]:

@@ -22,6 +22,7 @@ from handoff.core.emitter import Request, emit_direct
 from handoff.core.kafka import UNREACHABLE
 from handoff.core.models import Receipt
 from handoff.core.settings import HandoffSettings
+from handoff.relay.kafka_io import register_schemas
 from handoff.stack.local import LocalStack
 from handoff.stack.procs import wait_until
 from tests.fix_contract import ServiceFactory, login
@@ -364,3 +365,30 @@ def _slot_holders(admin: psycopg.Connection[Any]) -> int:
         "AND classid = x'484F4646'::int AND granted"
     ).fetchone()
     return int(row[0]) if row else 0
+
+
+def test_relays_starting_together_on_a_new_subject_all_register_it(
+    migrated: HandoffSettings,
+) -> None:
+    """Relays started at once race to create a new subject's compatibility rule; the
+    registry answers the loser 409 (a relay of the broker-loss test died of it)."""
+    subjects = [f"test.register.{uuid.uuid4().hex[:8]}" for _ in range(3)]
+    results: list[dict[str, int]] = []
+    failures: list[BaseException] = []
+    barrier = threading.Barrier(6)
+
+    def register() -> None:
+        barrier.wait()
+        try:
+            results.append(register_schemas(migrated.schema_registry_url, subjects)[1])
+        except BaseException as exc:
+            failures.append(exc)
+
+    threads = [threading.Thread(target=register) for _ in range(6)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    assert not failures, failures
+    assert len(results) == 6 and all(r == results[0] for r in results), results
+    assert set(results[0]) == set(subjects)
