@@ -20,14 +20,17 @@ stack_app = typer.Typer(no_args_is_help=True, help="The local stack: PostgreSQL,
 PartsArg = Annotated[
     list[str] | None,
     typer.Argument(
-        help="Parts to act on: postgres (postgres-2 and zookeeper of a PostgreSQL cluster), "
+        help="Parts to act on: postgres (postgres-2 and zookeeper of a PostgreSQL cluster, "
+        "citus-worker-1... of a Citus cluster), "
         "kafka (kafka-2, kafka-3 of a cluster), registry, dynamodb "
         "(default: all but dynamodb; down: all that run)."
     ),
 ]
 
 
-def local_stack(brokers: int | None = None, pg_nodes: int | None = None) -> LocalStack:
+def local_stack(
+    brokers: int | None = None, pg_nodes: int | None = None, citus: int | None = None
+) -> LocalStack:
     from handoff.stack.layout import StackSettings
     from handoff.stack.local import LocalStack
 
@@ -36,6 +39,8 @@ def local_stack(brokers: int | None = None, pg_nodes: int | None = None) -> Loca
         settings.brokers = brokers
     if pg_nodes is not None:
         settings.pg_nodes = pg_nodes
+    if citus is not None:
+        settings.citus = citus
     return LocalStack(settings, console=console)
 
 
@@ -74,6 +79,16 @@ def stack_up(
             "standby that takes over when it is lost). Chosen when a home first starts.",
         ),
     ] = None,
+    citus: Annotated[
+        int | None,
+        typer.Option(
+            min=2,
+            max=8,
+            help="Citus workers: PostgreSQL is a Citus coordinator and this many workers, "
+            "tables distributed by tenant. Needs Citus installed or HANDOFF_STACK_CITUS_SOURCE "
+            "(a source release, built once). Chosen when a home first starts.",
+        ),
+    ] = None,
 ) -> None:
     """Start the stack (idempotent): reuse running parts, start the rest, wait until healthy."""
     from handoff.stack.local import OPTIONAL_PARTS
@@ -82,7 +97,7 @@ def stack_up(
     if unknown:
         raise typer.BadParameter(f"{', '.join(sorted(unknown))}: the optional parts are "
                                  f"{', '.join(OPTIONAL_PARTS)}", param_hint="--with")  # fmt: skip
-    stack = local_stack(brokers, pg_nodes)
+    stack = local_stack(brokers, pg_nodes, citus)
     statuses = stack.up([*(parts or stack.standing), *(with_ or [])])
     console.print(status_table(statuses))
     console.print('Point tools at it with: eval "$(handoff stack env)"')

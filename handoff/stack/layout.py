@@ -109,6 +109,24 @@ class StackSettings(BaseSettings):
         ),
     ] = None
 
+    citus: Annotated[
+        int | None,
+        Field(
+            ge=2,
+            le=8,
+            description="Citus workers of a new stack home: the database is a Citus "
+            "coordinator and this many workers, Handoff's tables distributed by tenant; "
+            "recorded on its first start (0: not a Citus home).",
+        ),
+    ] = None
+    citus_source: Annotated[
+        Path | None,
+        Field(
+            description="A Citus source release (.tar.gz or folder) to build once against "
+            "the stack's PostgreSQL when it has no Citus installed (stack/citus_build.py)."
+        ),
+    ] = None
+
     @field_validator(
         "postgres_port",
         "kafka_port",
@@ -171,6 +189,8 @@ class StackState:
     brokers: int = 1
     # Fixed too: a lone server's data folder is not a Patroni member's.
     pg_nodes: int = 1
+    # Fixed too: a Citus coordinator's data is spread over its workers (0: no Citus).
+    citus_workers: int = 0
 
 
 def port_is_free(port: int, host: str = "127.0.0.1") -> bool:
@@ -231,12 +251,15 @@ class Layout:
             kafka_cluster_id=raw["kafka_cluster_id"],
             brokers=raw.get("brokers", 1),
             pg_nodes=raw.get("pg_nodes", 1),
+            citus_workers=raw.get("citus_workers", 0),
         )
         for what, wanted, has, why in (
             ("Kafka broker(s)", self.settings.brokers, state.brokers,
              "a KRaft quorum cannot change size in place"),
             ("PostgreSQL node(s)", self.settings.pg_nodes, state.pg_nodes,
              "a lone server and a Patroni cluster keep their data differently"),
+            ("Citus worker(s)", self.settings.citus, state.citus_workers,
+             "a Citus database keeps its tables on its workers"),
         ):  # fmt: skip
             if wanted is not None and wanted != has:
                 raise StackError(
@@ -278,7 +301,14 @@ class Layout:
             kafka_cluster_id=_kafka_cluster_id(),
             brokers=s.brokers or 1,
             pg_nodes=s.pg_nodes or 1,
+            citus_workers=s.citus or 0,
         )
+        if state.citus_workers and state.pg_nodes > 1:
+            raise StackError(
+                "a stack home is either a Citus cluster (--citus N) or a Patroni cluster "
+                "(--pg-nodes N), not both: Citus nodes with standbys are not part of the "
+                "local stack"
+            )
         self.save_state(state)
         return state
 

@@ -7,18 +7,24 @@ JVM takes seconds and the machine has cores to spare for both.
 
 With ``pg_nodes`` above 1, PostgreSQL is a Patroni cluster: ZooKeeper (its
 store) starts first, then every node at once (the first to take the leader
-lock initialises the database, the others copy it and follow).
+lock initialises the database, the others copy it and follow). With
+``citus_workers``, PostgreSQL is a Citus coordinator and its workers
+(stack/citus.py), started together and joined before the roles are made.
 """
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 from rich.console import Console
 
 from handoff.core.errors import StackError
+from handoff.stack.citus import CitusCluster, CitusNode
+from handoff.stack.citus_build import citus_bin
 from handoff.stack.dynamodb import DynamoDB
 from handoff.stack.kafka import Kafka
 from handoff.stack.layout import Layout, StackSettings, port_is_free
@@ -40,8 +46,11 @@ class LocalStack:
         self.state = self.layout.choose_state()
         self.zookeeper: ZooKeeper | None = None
         self.cluster: Cluster | None = None
-        if self.state.pg_nodes == 1:
-            self.pg_nodes: list[Postgres] = [Postgres(self.layout, self.state, self.console)]
+        self.citus: CitusCluster | None = None
+        if self.state.citus_workers:
+            self.pg_nodes: list[Postgres] = self._citus_nodes()
+        elif self.state.pg_nodes == 1:
+            self.pg_nodes = [Postgres(self.layout, self.state, self.console)]
         else:
             self.zookeeper = ZooKeeper(self.layout, self.state, self.console)
             members = [
@@ -58,6 +67,21 @@ class LocalStack:
         self.kafka = self.brokers[0]
         self.registry = Registry(self.layout, self.state, self.console, self.postgres)
         self.dynamodb = DynamoDB(self.layout, self.state, self.console)
+
+    def _citus_nodes(self) -> list[Postgres]:
+        # Found (or built) when a node is prepared to start, not here: stopping or
+        # inspecting a Citus home needs no Citus build.
+        @functools.cache
+        def found() -> Path:
+            return citus_bin(self.settings.citus_source, self.settings.cache_dir, self.console)
+
+        coordinator = CitusNode(self.layout, self.state, self.console, found)
+        workers = [
+            CitusNode(self.layout, self.state, self.console, found, worker)
+            for worker in range(1, self.state.citus_workers + 1)
+        ]
+        self.citus = CitusCluster(coordinator, workers)
+        return list(self.citus.nodes)
 
     @property
     def database_parts(self) -> list[Part]:
@@ -127,10 +151,11 @@ class LocalStack:
 
     def up(self, parts: Iterable[str] | None = None) -> list[PartStatus]:
         selected = [self.part(name) for name in (self.standing if parts is None else parts)]
-        if self.cluster is not None and any(p in self.database_parts for p in selected):
+        if (self.cluster or self.citus) and any(p in self.database_parts for p in selected):
             # A cluster's database starts as a whole: in strict synchronous mode a
             # primary without its standby takes no commit, so a node alone would hang
-            # the role bootstrap (and every write) until the others came.
+            # the role bootstrap (and every write) until the others came; a Citus
+            # coordinator without its workers reaches none of its shards.
             selected = [*self.database_parts,
                         *(p for p in selected if p not in self.database_parts)]  # fmt: skip
         self.layout.ensure_dirs()
@@ -153,7 +178,10 @@ class LocalStack:
                 self.console.print("Waiting for a primary…")
                 url, timeout = self.postgres.superuser_url(), self.settings.start_timeout_s
                 self.cluster.wait_writable(url, timeout)
-            self.postgres.bootstrap()
+            if self.citus is not None:
+                self.citus.bootstrap()
+            else:
+                self.postgres.bootstrap()
         jvms = [part for part in to_start if part not in database]
         for part in jvms:
             self.console.print(f"Starting {part.name}…")

@@ -78,6 +78,7 @@ class Postgres(Part):
         super().__init__(layout, state, console)
         self.node = node
         self.name = node_name(node)
+        self.bin = bin_dir()  # a Citus node's is a server built with Citus (citus_build.py)
 
     @property
     def data(self) -> Path:
@@ -155,7 +156,7 @@ class Postgres(Part):
         # folder's group bits (not its "others" bits) would decide access.
         gid = pwd.getpwnam(user).pw_gid if user is not None else None
         return subprocess.run(
-            [str(bin_dir() / tool), *args],
+            [str(self.bin / tool), *args],
             capture_output=True,
             text=True,
             check=False,
@@ -175,7 +176,7 @@ class Postgres(Part):
         self.log.touch()
         if user is not None:
             self._make_traversable(self.data)
-            self._make_traversable(bin_dir() / "postgres")
+            self._make_traversable(self.bin / "postgres")
             self._give_to(user, root)
             self._give_to(user, self.log)
         if (self.data / "PG_VERSION").exists():

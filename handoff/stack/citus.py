@@ -1,0 +1,243 @@
+"""A Citus cluster in the local stack: a coordinator and N workers (``stack up --citus N``).
+
+Every node is a server of the stack's kind (``Postgres``) run from a build
+with Citus (citus_build.py), with ``citus`` preloaded. Clients reach the
+coordinator only, on TCP with scram-sha-256 as on a lone server.
+
+How the nodes reach each other: a Unix socket folder that only the
+server's OS user can enter (mode 0700), where every node also listens and
+local connections are trusted (initdb's ``--auth-local=trust``). Citus
+connects between nodes as the role of the session it works for (a
+service's delegated emit runs on the worker as that service), so TCP with
+passwords would need every service's secret in ``pg_dist_authinfo``, and
+the wheel's server is built without SSL, so certificates are out. The
+socket folder keeps inter-node trust to processes of the server's own OS
+user (and root), while every client, on any node's TCP port, still proves
+its role with its password: a service cannot act as another on any node.
+
+Bootstrap order matters: roles are created on the coordinator after the
+workers joined, in the database that has Citus, so that Citus propagates
+them (and later to a worker added by a rebalance) and knows them as its own.
+A role it did not create (made on each node by hand) is one it tries to
+re-create when an object owned by it is propagated, and a non-superuser
+may not set a role's SUPERUSER attribute, even to NOSUPERUSER.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import pwd
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import psycopg
+from psycopg import sql
+from rich.console import Console
+
+from handoff.core.errors import StackError
+from handoff.stack.layout import Layout, StackState
+from handoff.stack.postgres import (
+    APP_DB,
+    APP_ROLE,
+    DATABASE_EXISTS,
+    REGISTRY_DB,
+    REGISTRY_ROLE,
+    ROLE_EXISTS,
+    Postgres,
+)
+
+SERVICE_GROUP = "handoff_service"
+# Shards per distributed table. Citus's default (32) multiplies every DDL
+# statement by 32 per table; 16 still gives a rebalance several shards to
+# move per worker on a small cluster.
+SHARD_COUNT = 16
+
+
+def worker_name(worker: int) -> str:
+    return f"citus-worker-{worker}"
+
+
+def socket_dir(home: Path) -> Path:
+    """The nodes' private socket folder: short (a socket path has a 107-byte limit),
+    one per stack home."""
+    digest = hashlib.sha256(str(home).encode()).hexdigest()[:12]
+    return Path(tempfile.gettempdir()) / f"handoff-citus-{digest}"
+
+
+class CitusNode(Postgres):
+    """The coordinator (``postgres``, node 1) or a worker (``citus-worker-N``)."""
+
+    def __init__(
+        self,
+        layout: Layout,
+        state: StackState,
+        console: Console,
+        citus_bin: Callable[[], Path],
+        worker: int = 0,
+    ) -> None:
+        super().__init__(layout, state, console, node=1)
+        self.worker = worker
+        self.citus_bin = citus_bin  # found or built when the node is prepared
+        if worker:
+            self.name = worker_name(worker)
+
+    @property
+    def port(self) -> int:
+        if not self.worker:
+            return self.state.ports.postgres
+        preferred = self.layout.settings.postgres_port + 10 + self.worker  # 55443, 55444
+        return self.layout.port(self.state, self.name, preferred)
+
+    @property
+    def sockets(self) -> Path:
+        return socket_dir(self.layout.home)
+
+    def hosts(self) -> list[str]:
+        return [self.address()]
+
+    def role(self) -> str | None:
+        return "worker" if self.worker else "coordinator"
+
+    def prepare(self) -> None:
+        # pg_ctl's stop and status need no Citus; initdb and the server do.
+        self.bin = self.citus_bin()
+        super().prepare()
+        self.sockets.mkdir(mode=0o700, exist_ok=True)
+        self.sockets.chmod(0o700)
+        if (user := self._os_user()) is not None:
+            info = pwd.getpwnam(user)
+            os.chown(self.sockets, info.pw_uid, info.pw_gid)
+
+    def _write_conf(self) -> None:
+        super()._write_conf()
+        with (self.data / "handoff.conf").open("a") as conf:
+            conf.write(
+                "\n".join(
+                    [
+                        "shared_preload_libraries = 'citus'",
+                        f"unix_socket_directories = '{self.sockets}'",
+                        # Shard moves copy with logical replication while writes go on.
+                        "wal_level = logical",
+                        "max_replication_slots = 20",
+                        "max_wal_senders = 20",
+                        # Writes to reference tables (services) commit on every node
+                        # with two-phase commit.
+                        "max_prepared_transactions = 100",
+                        "citus.log_remote_commands = off",
+                        "",
+                    ]
+                )
+            )
+
+    def node_url(self, database: str) -> str:
+        """A superuser's URL to this node alone (over TCP, with the password)."""
+        s = self.state.secrets
+        return f"postgresql://postgres:{s.postgres}@{self.address()}/{database}"
+
+
+class CitusCluster:
+    """The coordinator and its workers, as one database to bootstrap."""
+
+    def __init__(self, coordinator: CitusNode, workers: list[CitusNode]) -> None:
+        self.coordinator, self.workers = coordinator, workers
+
+    @property
+    def nodes(self) -> list[CitusNode]:
+        return [self.coordinator, *self.workers]
+
+    def bootstrap(self) -> None:
+        """Databases, the extension, the workers, then the roles (idempotent; why the order:
+        the module's docstring)."""
+        for node in self.nodes:
+            with psycopg.connect(node.node_url("postgres"), autocommit=True) as conn:
+                if conn.execute(DATABASE_EXISTS, (APP_DB,)).fetchone() is None:
+                    conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(APP_DB)))
+            with psycopg.connect(node.node_url(APP_DB), autocommit=True) as conn:
+                conn.execute("CREATE EXTENSION IF NOT EXISTS citus")
+        s = self.coordinator.state.secrets
+        with psycopg.connect(self.coordinator.node_url(APP_DB), autocommit=True) as conn:
+            self._join(conn)
+            for role, password, extra in (
+                (APP_ROLE, s.handoff, sql.SQL("CREATEROLE")),
+                (REGISTRY_ROLE, s.registry, sql.SQL("")),
+            ):
+                verb = "ALTER" if conn.execute(ROLE_EXISTS, (role,)).fetchone() else "CREATE"
+                conn.execute(
+                    sql.SQL("{} ROLE {} LOGIN {} PASSWORD {}").format(
+                        sql.SQL(verb), sql.Identifier(role), extra, sql.Literal(password)
+                    )
+                )
+            if conn.execute(ROLE_EXISTS, (SERVICE_GROUP,)).fetchone() is None:
+                group = sql.Identifier(SERVICE_GROUP)
+                conn.execute(sql.SQL("CREATE ROLE {} NOLOGIN").format(group))
+            # On a lone server the app role creates the group and so administers
+            # it; here the superuser did, so the app role is given that right.
+            conn.execute(
+                sql.SQL("GRANT {} TO {} WITH ADMIN OPTION").format(
+                    sql.Identifier(SERVICE_GROUP), sql.Identifier(APP_ROLE)
+                )
+            )
+            conn.execute(
+                sql.SQL("ALTER DATABASE {} OWNER TO {}").format(
+                    sql.Identifier(APP_DB), sql.Identifier(APP_ROLE)
+                )
+            )
+            conn.execute(
+                sql.SQL("ALTER DATABASE {} SET citus.shard_count = {}").format(
+                    sql.Identifier(APP_DB), sql.Literal(SHARD_COUNT)
+                )
+            )
+        self._check_propagated()
+        # The registry's storage is an ordinary database on the coordinator.
+        with psycopg.connect(self.coordinator.node_url("postgres"), autocommit=True) as conn:
+            if conn.execute(DATABASE_EXISTS, (REGISTRY_DB,)).fetchone() is None:
+                conn.execute(
+                    sql.SQL("CREATE DATABASE {} OWNER {}").format(
+                        sql.Identifier(REGISTRY_DB), sql.Identifier(REGISTRY_ROLE)
+                    )
+                )
+
+    def _join(self, conn: psycopg.Connection[Any]) -> None:
+        """The coordinator in the metadata (reference tables get a copy there), then each
+        worker, by the private socket folder."""
+        here = str(self.coordinator.sockets)
+        known = {
+            (str(name), int(port)): group
+            for name, port, group in conn.execute(
+                "SELECT nodename, nodeport, groupid FROM pg_dist_node"
+            ).fetchall()
+        }
+        if (here, self.coordinator.port) not in known:
+            conn.execute("SELECT citus_set_coordinator_host(%s, %s)", (here, self.coordinator.port))
+        for worker in self.workers:
+            if (here, worker.port) not in known:
+                self.coordinator.console.print(f"Adding {worker.name} to the Citus cluster…")
+                conn.execute("SELECT citus_add_node(%s, %s)", (here, worker.port))
+
+    def _check_propagated(self) -> None:
+        """Every worker has the app role and owns nothing by accident: a half-propagated
+        bootstrap fails here, not in the first migration."""
+        for worker in self.workers:
+            with psycopg.connect(worker.node_url(APP_DB), autocommit=True) as conn:
+                row = conn.execute(
+                    "SELECT datdba::regrole::text FROM pg_database WHERE datname = %s", (APP_DB,)
+                ).fetchone()
+                has_group = conn.execute(ROLE_EXISTS, (SERVICE_GROUP,)).fetchone()
+            if row is None or row[0] != APP_ROLE or has_group is None:
+                raise StackError(
+                    f"{worker.name} did not receive the roles and ownership from the "
+                    f"coordinator (owner {row[0] if row else '?'}); see {worker.log} and "
+                    f"{self.coordinator.log}"
+                )
+
+    def workers_active(self) -> int:
+        """Workers the coordinator's metadata lists as active primaries."""
+        with psycopg.connect(self.coordinator.node_url(APP_DB), autocommit=True) as conn:
+            row = conn.execute(
+                "SELECT count(*) FROM pg_dist_node WHERE groupid <> 0 AND isactive"
+                " AND noderole = 'primary'"
+            ).fetchone()
+        return int(row[0]) if row else 0
