@@ -79,6 +79,7 @@ UPDATE handoff.effect_intents
 """
 
 RECORD_DECISION = """
-INSERT INTO handoff.effect_history (intent_id, actor, from_state, to_state, detail)
-VALUES (%(id)s, %(actor)s, %(from_state)s, %(to_state)s, %(detail)s)
+INSERT INTO handoff.effect_history (tenant_id, intent_id, actor, from_state, to_state, detail)
+SELECT e.tenant_id, e.id, %(actor)s, %(from_state)s, %(to_state)s, %(detail)s
+  FROM handoff.effect_intents e WHERE e.id = %(id)s
 """

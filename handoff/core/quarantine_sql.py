@@ -39,6 +39,7 @@ UPDATE handoff.quarantine
 """
 
 RECORD = """
-INSERT INTO handoff.quarantine_audit (quarantine_id, actor, action, detail)
-VALUES (%(id)s, %(actor)s, %(action)s, %(detail)s)
+INSERT INTO handoff.quarantine_audit (tenant_id, quarantine_id, actor, action, detail)
+SELECT q.tenant_id, q.id, %(actor)s, %(action)s, %(detail)s
+  FROM handoff.quarantine q WHERE q.id = %(id)s
 """

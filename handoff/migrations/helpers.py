@@ -64,11 +64,21 @@ def apply_family(family: str, revision: str | None = None) -> None:
     ends ``-- since <revision>``, and an older ``revision`` applying the file leaves it
     out, so each revision's schema stays what its downgrade puts back.
     """
-    text = family_sql(family)
-    if revision is not None:
-        below = int(revision[:4])
-        text = SINCE.sub(lambda line: "" if int(line[1]) > below else line[0], text)
-    op.execute(text)
+    op.execute(as_of(family_sql(family), revision))
+
+
+def apply_frozen(revision_sql: str, revision: str | None = None) -> None:
+    """Applies ``versions/<revision_sql>``, functions frozen as an earlier revision has them
+    (a later revision changed them in their family's file), as of ``revision``."""
+    op.execute(as_of((VERSIONS / revision_sql).read_text(), revision))
+
+
+def as_of(text: str, revision: str | None) -> str:
+    """``text`` without the lines marked as added after ``revision`` (None: all of it)."""
+    if revision is None:
+        return text
+    below = int(revision[:4])
+    return SINCE.sub(lambda line: "" if int(line[1]) > below else line[0], text)
 
 
 def function_from(revision_sql: str, function: str) -> str:

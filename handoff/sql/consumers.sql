@@ -399,8 +399,8 @@ BEGIN
            AND q.event_id = p_event->>'eventId' AND q.status IN ('open', 'retry')
         RETURNING q.id INTO v_id;
         IF FOUND THEN
-            INSERT INTO quarantine_audit (quarantine_id, actor, action, detail)
-            VALUES (v_id, v_me.name, 'failed again', p_category || ': ' || p_error);
+            INSERT INTO quarantine_audit (tenant_id, quarantine_id, actor, action, detail)
+            VALUES (v_me.tenant_id, v_id, v_me.name, 'failed again', p_category || ': ' || p_error);
             RETURN v_id;
         END IF;
         INSERT INTO quarantine (tenant_id, consumer, event_id, event_type, document_id, run_id,
@@ -414,8 +414,8 @@ BEGIN
                 coalesce(p_headers, '{}'), p_handler, p_handler_version, p_category, p_error,
                 greatest(p_attempts, 1))
         RETURNING id INTO v_id;
-        INSERT INTO quarantine_audit (quarantine_id, actor, action, detail)
-        VALUES (v_id, v_me.name, 'quarantined', p_category || ': ' || p_error);
+        INSERT INTO quarantine_audit (tenant_id, quarantine_id, actor, action, detail)
+        VALUES (v_me.tenant_id, v_id, v_me.name, 'quarantined', p_category || ': ' || p_error);
         RETURN v_id;
     END IF;
     IF p_reason NOT IN ('behind_quarantine', 'gap') THEN
@@ -454,8 +454,8 @@ BEGIN
      WHERE q.id = p_id AND q.tenant_id = v_me.tenant_id AND q.consumer = v_me.name
        AND q.status = 'retry';
     IF FOUND THEN
-        INSERT INTO quarantine_audit (quarantine_id, actor, action, detail)
-        VALUES (p_id, v_me.name, 'resolved', 'the retry went through the guard');
+        INSERT INTO quarantine_audit (tenant_id, quarantine_id, actor, action, detail)
+        VALUES (v_me.tenant_id, p_id, v_me.name, 'resolved', 'the retry went through the guard');
     END IF;
     RETURN FOUND;
 END

@@ -49,8 +49,8 @@ BEGIN
     ON CONFLICT DO NOTHING
     RETURNING e.* INTO v_row;
     IF FOUND THEN
-        INSERT INTO effect_history (intent_id, actor, to_state, detail)
-        VALUES (v_row.id, v.name, 'intended', 'recorded with event ' || p_event_id);
+        INSERT INTO effect_history (tenant_id, intent_id, actor, to_state, detail)
+        VALUES (v.tenant_id, v_row.id, v.name, 'intended', 'recorded with event ' || p_event_id);
         PERFORM pg_notify('handoff_effects', v.tenant_id || '/' || v.name);
         RETURN QUERY SELECT v_row.id, v_row.idempotency_key, v_row.state, true,
                             v_row.event_id, v_row.business_key;
@@ -129,7 +129,7 @@ BEGIN
     WITH ready AS (
         SELECT e.id, e.state AS was, e.claimed_by AS by, e.submitted_at IS NOT NULL AS sent,
                p_submit AND e.submitted_at IS NULL AS send
-          FROM effect_intents e WHERE e.id = ANY (v_ids)
+          FROM effect_intents e WHERE e.id = ANY (v_ids) AND e.tenant_id = v.tenant_id
     ), taken AS (
         UPDATE effect_intents e
            SET state = CASE WHEN ready.send THEN 'submitted' ELSE 'claimed' END,
@@ -138,11 +138,11 @@ BEGIN
                claim = e.claim + 1, claimed_by = p_worker,
                lease_until = now() + make_interval(secs => p_lease_s), updated_at = now()
           FROM ready
-         WHERE e.id = ready.id
+         WHERE e.id = ready.id AND e.tenant_id = v.tenant_id
         RETURNING e.*, ready.was, ready.by, ready.sent, ready.send
     ), logged AS (
-        INSERT INTO effect_history (intent_id, actor, from_state, to_state, detail)
-        SELECT t.id, p_worker, t.was, t.state,
+        INSERT INTO effect_history (tenant_id, intent_id, actor, from_state, to_state, detail)
+        SELECT t.tenant_id, t.id, p_worker, t.was, t.state,
                concat_ws('; ', CASE WHEN t.was IN ('claimed', 'submitted')
                                     THEN 'lease of ' || t.by || ' expired' END,
                          CASE WHEN t.send THEN 'claimed, attempt ' || t.attempts END)
@@ -175,9 +175,9 @@ BEGIN
     IF NOT FOUND THEN
         RETURN false;
     END IF;
-    INSERT INTO effect_history (intent_id, actor, from_state, to_state, detail)
-    SELECT p_id, e.claimed_by, 'claimed', 'submitted', 'attempt ' || e.attempts
-      FROM effect_intents e WHERE e.id = p_id;
+    INSERT INTO effect_history (tenant_id, intent_id, actor, from_state, to_state, detail)
+    SELECT e.tenant_id, p_id, e.claimed_by, 'claimed', 'submitted', 'attempt ' || e.attempts
+      FROM effect_intents e WHERE e.id = p_id AND e.tenant_id = v.tenant_id;
     RETURN true;
 END
 $$;
@@ -224,9 +224,9 @@ BEGIN
            next_attempt_at = now() + make_interval(secs => coalesce(p_retry_in_s, 0)),
            completed_at = CASE WHEN p_state IN ('succeeded', 'failed') THEN now() END,
            updated_at = now()
-     WHERE e.id = p_id;
-    INSERT INTO effect_history (intent_id, actor, from_state, to_state, detail)
-    VALUES (p_id, v_by, v_was, p_state, p_detail);
+     WHERE e.id = p_id AND e.tenant_id = v.tenant_id;
+    INSERT INTO effect_history (tenant_id, intent_id, actor, from_state, to_state, detail)
+    VALUES (v.tenant_id, p_id, v_by, v_was, p_state, p_detail);
     RETURN true;
 END
 $$;

@@ -6,7 +6,7 @@ Each SET line ends ``-- since 0018_index_plans``: the downgrade applies the same
 as the revision below, which leaves those lines out.
 """
 
-from handoff.migrations.helpers import apply_family
+from handoff.migrations.helpers import apply_family, apply_frozen
 
 revision = "0018_index_plans"
 down_revision = "0017_hot_path"
@@ -14,11 +14,17 @@ down_revision = "0017_hot_path"
 FAMILIES = ("consumers", "contract", "effects")
 
 
+# What 0020 changed in the consumers and effects families, as this revision has it.
+FROZEN = "0020_tenant_keys.before.sql"
+
+
 def upgrade() -> None:
     for family in FAMILIES:
         apply_family(family)
+    apply_frozen(FROZEN)
 
 
 def downgrade() -> None:
     for family in FAMILIES:
         apply_family(family, down_revision)
+    apply_frozen(FROZEN, down_revision)

@@ -1,0 +1,24 @@
+"""Every row of a tenant's data names its tenant: quarantine_audit and effect_history get
+tenant_id (their parent's), and every statement of the consumers' and effects' functions
+filters by it. On Citus (migrations/citus.py) the tenant is what keeps a row on its
+tenant's shard, beside its parent, and what routes a statement to that one shard; a
+statement without it goes to every shard.
+"""
+
+from handoff.migrations.helpers import apply_family, apply_frozen, sql_steps
+
+revision = "0020_tenant_keys"
+down_revision = "0019_outbox_cursor"
+
+_upgrade_sql, _downgrade_sql = sql_steps(__file__)
+
+
+def upgrade() -> None:
+    _upgrade_sql()
+    apply_family("consumers")
+    apply_family("effects")
+
+
+def downgrade() -> None:
+    apply_frozen("0020_tenant_keys.before.sql")  # the functions as 0019 has them
+    _downgrade_sql()
