@@ -17,5 +17,7 @@ def db_upgrade(revision: Annotated[str, typer.Argument(help="Target revision.")]
     """Apply migrations to the configured database (HANDOFF_DATABASE_URL)."""
     from handoff.stack.migrate import upgrade
 
-    upgrade(load_settings(), revision)
+    placed = upgrade(load_settings(), revision)
+    for line in placed:
+        console.print(f"Citus: {line}")
     console.print(f"database at {revision}")

@@ -54,13 +54,17 @@ SELECT tenant_id, name FROM handoff.services
 """
 
 # Assigned documents come from the owner counters (O(shards)), not a scan.
-# Column names are the fields of services.ServiceInfo.
+# Column names are the fields of services.ServiceInfo. A join with the counts
+# summed per owner rather than a subquery per service: on Citus (services a
+# reference table) a correlated subquery over a distributed table is refused.
 LIST_SERVICES = """
 SELECT s.tenant_id AS tenant, s.name, s.can_create, s.db_role AS role, s.created_at,
-       s.rotated_at, s.revoked_at,
-       coalesce((SELECT sum(c.assigned) FROM handoff.owner_counts c
-                  WHERE c.tenant_id = s.tenant_id AND c.owner = s.name), 0)::bigint AS assigned
+       s.rotated_at, s.revoked_at, coalesce(c.assigned, 0)::bigint AS assigned
   FROM handoff.services s
+  LEFT JOIN (SELECT tenant_id, owner, sum(assigned) AS assigned FROM handoff.owner_counts
+              WHERE %(tenant)s::text IS NULL OR tenant_id = %(tenant)s
+              GROUP BY tenant_id, owner) c
+         ON c.tenant_id = s.tenant_id AND c.owner = s.name
  WHERE %(tenant)s::text IS NULL OR s.tenant_id = %(tenant)s
  ORDER BY s.tenant_id, s.name
 """
@@ -71,8 +75,10 @@ UPDATE handoff.services SET secret_hash = %(secret_hash)s, rotated_at = now(), r
 RETURNING db_role
 """
 
+# least(), not coalesce(revoked_at, now()), keeps the first revocation's time: Citus
+# refuses a non-immutable function inside COALESCE or CASE in a write.
 REVOKE_SERVICE = """
-UPDATE handoff.services SET revoked_at = coalesce(revoked_at, now())
+UPDATE handoff.services SET revoked_at = least(revoked_at, now())
  WHERE tenant_id = %(tenant)s AND name = %(name)s
 RETURNING db_role
 """

@@ -12,6 +12,7 @@ from alembic import context
 from sqlalchemy import create_engine, pool
 
 from handoff.core.settings import load_settings
+from handoff.migrations.citus import distribute
 
 config = context.config
 
@@ -32,6 +33,12 @@ def run_online() -> None:
         context.configure(connection=connection, transaction_per_migration=True)
         with context.begin_transaction():
             context.run_migrations()
+        # On Citus, tables and functions the revisions made are placed now
+        # (handoff/migrations/citus.py); elsewhere this does nothing.
+        if connection.in_transaction():  # alembic's own reads (the version table)
+            connection.commit()
+        with connection.begin():
+            config.attributes["citus"] = distribute(connection)
     engine.dispose()
 
 

@@ -13,14 +13,24 @@
 -- reader may see and answers (tenant, service), or no row when the
 -- credential is unknown (then the tenant stays unset and every read is
 -- empty). SECURITY DEFINER: the reader cannot read the services table.
+-- Why SET LOCAL rather than set_config(): on Citus the statement is what
+-- reaches the workers a read's statements run on (the database's
+-- citus.propagate_set_commands = local), where row-level security reads the
+-- setting too; a value set by set_config() stays on the coordinator.
 CREATE OR REPLACE FUNCTION handoff.reader_session(p_role text, p_secret_hash bytea)
 RETURNS TABLE (tenant_id text, service text)
-LANGUAGE sql SECURITY DEFINER
+LANGUAGE plpgsql SECURITY DEFINER
 SET search_path = handoff, pg_temp
 AS $$
-    SELECT set_config('handoff.tenant', s.tenant_id, true), s.name
+BEGIN
+    SELECT s.tenant_id, s.name INTO tenant_id, service
       FROM handoff.services s
      WHERE s.db_role = p_role AND s.secret_hash = p_secret_hash AND s.revoked_at IS NULL;
+    IF FOUND THEN
+        EXECUTE format('SET LOCAL handoff.tenant = %L', tenant_id);
+        RETURN NEXT;
+    END IF;
+END
 $$;
 
 -- The reader's tenant's services (their consumer groups are looked up in Kafka).
@@ -234,12 +244,16 @@ $$;
 -- overdue (passed deadline hours from owner_due_counts plus an exact count
 -- of the current hour), the oldest assignment. One function for the
 -- tracker's live counts and for the minute samples, so both count alike.
--- Plain SQL, STABLE, one SELECT: the planner inlines it into the caller's
--- query (no function-scan boundary; the reader's row-level security applies).
+-- Not SECURITY DEFINER: the reader's row-level security applies. PL/pgSQL
+-- rather than an inlined SQL function: Citus cannot plan a SQL function's
+-- query with parameters over distributed tables, and refuses it.
 CREATE OR REPLACE FUNCTION handoff.owner_waiting(p_tenant text)
 RETURNS TABLE (owner text, assigned bigint, overdue bigint, oldest_assigned_at timestamptz)
-LANGUAGE sql STABLE
+LANGUAGE plpgsql STABLE
 AS $$
+#variable_conflict use_column
+BEGIN
+    RETURN QUERY
     WITH assigned AS (
         SELECT c.owner, sum(c.assigned)::bigint AS assigned
           FROM handoff.owner_counts c
@@ -262,7 +276,8 @@ AS $$
              WHERE s.tenant_id = p_tenant AND s.owner = a.owner
              ORDER BY s.assigned_at, s.document_id
              LIMIT 1)
-      FROM assigned a LEFT JOIN past_due p USING (owner)
+      FROM assigned a LEFT JOIN past_due p USING (owner);
+END
 $$;
 
 -- A live session's service, or no row: unknown, expired, idle too long, or
@@ -295,11 +310,16 @@ $$;
 -- reader_session accepts a credential (sets the tenant the reader may see).
 CREATE OR REPLACE FUNCTION handoff.ui_reader_session(p_id_hash bytea)
 RETURNS TABLE (tenant_id text, service text)
-LANGUAGE sql SECURITY DEFINER
+LANGUAGE plpgsql SECURITY DEFINER
 SET search_path = handoff, pg_temp
 AS $$
-    SELECT set_config('handoff.tenant', s.tenant_id, true), s.service
-      FROM handoff.ui_session(p_id_hash) s;
+BEGIN
+    SELECT s.tenant_id, s.service INTO tenant_id, service FROM handoff.ui_session(p_id_hash) s;
+    IF FOUND THEN
+        EXECUTE format('SET LOCAL handoff.tenant = %L', tenant_id);  -- why: reader_session
+        RETURN NEXT;
+    END IF;
+END
 $$;
 
 -- Sign-in: a session for an active credential, or no row.

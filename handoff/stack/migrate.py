@@ -28,5 +28,10 @@ def alembic_config(settings: HandoffSettings) -> Config:
     return config
 
 
-def upgrade(settings: HandoffSettings, revision: str = "head") -> None:
-    command.upgrade(alembic_config(settings), revision)
+def upgrade(settings: HandoffSettings, revision: str = "head") -> list[str]:
+    """Apply the revisions; on Citus also place what they made (migrations/citus.py) and
+    answer what was placed."""
+    config = alembic_config(settings)
+    command.upgrade(config, revision)
+    placed: list[str] = config.attributes.get("citus", [])
+    return placed

@@ -60,7 +60,7 @@ ON CONFLICT (cluster) DO UPDATE
 LAGS = """
 SELECT consumer, group_id AS "group", lag, partitions, sampled_at
   FROM handoff.consumer_lag
- WHERE cluster = %(cluster)s AND tenant_id = current_setting('handoff.tenant', true)
+ WHERE cluster = %(cluster)s AND tenant_id = %(tenant)s::text
  ORDER BY consumer
 """
 # Aggregates, so a cluster never sampled still answers one row (of nulls).

@@ -3,7 +3,9 @@
 A query is one named statement with how its rows become an answer. A read
 runs one or more queries in one transaction, sent as one pipeline (one round
 trip): drop to ``handoff_reader``, accept the credential (which sets the
-tenant), run the statements, commit. An unknown credential leaves the tenant
+tenant), run the statements, commit. The statements name the tenant as a
+parameter, the credential's tenant this process learned on its first read
+(one round trip more, once). An unknown credential leaves the tenant
 unset, so the statements already sent see no rows at all, and the caller
 gets Unauthenticated. READ COMMITTED is enough when every answer is one
 statement's snapshot; a page that shows several (a document's state, history
@@ -64,11 +66,20 @@ class Reader:
 
 @dataclass(frozen=True)
 class Query(Generic[T]):
-    """One statement of a read, and how its rows become the answer."""
+    """One statement of a read (or a few, ``then``), and how their rows become the answer
+    (``answer`` is given each statement's rows, in order)."""
 
     sql: str
     params: dict[str, Any]
-    answer: Callable[[Rows], T]
+    answer: Callable[..., T]
+    then: tuple[tuple[str, dict[str, Any]], ...] = ()
+
+    def statements(self) -> list[tuple[str, dict[str, Any]]]:
+        return [(self.sql, self.params), *self.then]
+
+
+# Credentials (and UI sessions) whose tenant this process has seen, at most.
+KNOWN_READERS = 10_000
 
 
 class ReadModel:
@@ -76,6 +87,10 @@ class ReadModel:
         self._pool = pool
         # The database sorts text by bytes (collation C): an id prefix is a closed range.
         self.byte_order = byte_order
+        # A credential's (or session's) tenant never changes, so once seen it is
+        # sent with the statements of the same round trip that checks the
+        # credential again (a revoked one still reads nothing).
+        self._tenants: dict[bytes | str, str] = {}
 
     async def read(
         self, credential: Credential | Session, *queries: Query[Any], repeatable: bool = False
@@ -84,6 +99,33 @@ class ReadModel:
 
         ``credential`` is the API's bearer credential, or the web UI's session.
         """
+        key = credential.id_hash if isinstance(credential, Session) else credential.role
+        tenant = self._tenants.get(key)
+        if tenant is None:  # first read of this credential here: who it is, first
+            identity, _ = await self._run(credential, (), repeatable=False, tenant="")
+            if identity is None:
+                raise Unauthenticated("unknown or revoked service credential")
+            tenant = identity["tenant_id"]
+            if len(self._tenants) >= KNOWN_READERS:
+                self._tenants.clear()
+            self._tenants[key] = tenant
+        identity, results = await self._run(credential, queries, repeatable, tenant)
+        if identity is None:
+            raise Unauthenticated("unknown or revoked service credential")
+        if identity["tenant_id"] != tenant:  # never expected: drop what was read
+            self._tenants.pop(key, None)
+            raise Unauthenticated("the credential's tenant changed; sign in again")
+        reader = Reader(identity["tenant_id"], identity["service"])
+        return reader, [query.answer(*rows) for query, rows in zip(queries, results, strict=True)]
+
+    async def _run(
+        self,
+        credential: Credential | Session,
+        queries: tuple[Query[Any], ...],
+        repeatable: bool,
+        tenant: str,
+    ) -> tuple[dict[str, Any] | None, list[list[Rows]]]:
+        """One reader transaction in one round trip: the identity, then ``queries``."""
         params: dict[str, Any]
         if isinstance(credential, Session):
             identity_sql, params = session_sql.READER, {"id_hash": credential.id_hash}
@@ -99,15 +141,15 @@ class ReadModel:
                 await who.execute(identity_sql, params)
                 sent = []
                 for query in queries:
-                    cur = conn.cursor(row_factory=dict_row)
-                    await cur.execute(query.sql, query.params)
-                    sent.append(cur)
+                    cursors = []
+                    for sql, query_params in query.statements():
+                        cur = conn.cursor(row_factory=dict_row)
+                        await cur.execute(sql, {**query_params, "tenant": tenant})
+                        cursors.append(cur)
+                    sent.append(cursors)
                 identity = await who.fetchone()
-                results = [await cur.fetchall() for cur in sent]
-        if identity is None:
-            raise Unauthenticated("unknown or revoked service credential")
-        reader = Reader(identity["tenant_id"], identity["service"])
-        return reader, [query.answer(rows) for query, rows in zip(queries, results, strict=True)]
+                results = [[await cur.fetchall() for cur in cursors] for cursors in sent]
+        return identity, results
 
     async def one(self, credential: Credential | Session, query: Query[T]) -> T:
         _, (answer,) = await self.read(credential, query)
@@ -252,13 +294,19 @@ def _owner_page(sql: str, key: str, owner: str, limit: int, after: str | None) -
 
 
 def owners() -> Query[OwnersSnapshot]:
-    """Per-owner counts as one snapshot, with its time."""
+    """Per-owner counts as one snapshot, with its time, and the ages of each owner's work
+    from the latest minute sample."""
 
-    def answer(rows: Rows) -> OwnersSnapshot:
-        counted = [OwnerCounts.model_validate(r) for r in rows if r["owner"] is not None]
+    def answer(rows: Rows, ages: Rows) -> OwnersSnapshot:
+        by_owner = {a["owner"]: a for a in ages}
+        counted = [
+            OwnerCounts.model_validate({**by_owner.get(r["owner"], {}), **r})
+            for r in rows
+            if r["owner"] is not None
+        ]
         return OwnersSnapshot(as_of=rows[0]["as_of"], owners=counted)
 
-    return Query(q.OWNER_COUNTS, {}, answer)
+    return Query(q.OWNER_COUNTS, {}, answer, then=((q.OWNER_AGES, {}),))
 
 
 @dataclass(frozen=True)

@@ -2,7 +2,8 @@
 
 Every read runs as ``handoff_reader`` in a transaction whose tenant was set
 by ``handoff.reader_session()`` from the caller's credential; the queries
-filter on that tenant themselves and row-level security filters again.
+filter on that tenant themselves (a parameter) and row-level security
+filters again.
 Each statement is one snapshot: counts, oldest and overdue agree.
 """
 
@@ -13,7 +14,11 @@ AS_READER = "SET LOCAL ROLE handoff_reader"
 REPEATABLE_READ = "SET TRANSACTION ISOLATION LEVEL REPEATABLE READ"
 READER_SESSION = "SELECT tenant_id, service FROM handoff.reader_session(%(role)s, %(secret_hash)s)"
 
-_TENANT = "current_setting('handoff.tenant', true)"
+# The reader's tenant, a parameter every read is given (ReadModel.read): as a
+# value it routes a statement to the tenant's shard on Citus (a setting read in
+# the query would send it to every shard); row-level security still checks it
+# against the tenant reader_session set.
+_TENANT = "%(tenant)s::text"
 
 # Strongly consistent: the committed state, latest run unless one is named.
 DOCUMENT = f"""
@@ -66,23 +71,29 @@ SELECT document_id, run_id, status, version, assigned_at, due_at, updated_at, tr
  LIMIT %(limit)s
 """
 
-# Per-owner counts as one snapshot (handoff.owner_waiting, inlined by the
-# planner: the shards summed, passed deadline hours plus an exact count of
-# the current hour, the oldest assignment by one index probe), with the
-# median and p90 age of the waiting work from the latest minute sample. The
-# cost follows the number of owners, not of documents. Always at least one
-# row, carrying the snapshot's time (owner NULL when nobody has work).
-OWNER_COUNTS = f"""
-SELECT now() AS as_of, c.owner, c.assigned, c.overdue, c.oldest_assigned_at,
-       s.age_p50_from, s.age_p90_from
+# Per-owner counts as one snapshot (handoff.owner_waiting: the shards summed,
+# passed deadline hours plus an exact count of the current hour, the oldest
+# assignment by one index probe). The cost follows the number of owners, not
+# of documents. Always at least one row, carrying the snapshot's time (owner
+# NULL when nobody has work).
+OWNER_COUNTS = """
+SELECT now() AS as_of, c.owner, c.assigned, c.overdue, c.oldest_assigned_at
   FROM (SELECT) AS snapshot
-  LEFT JOIN handoff.owner_waiting({_TENANT}) c ON true
-  LEFT JOIN handoff.owner_samples s
-         ON s.tenant_id = {_TENANT} AND s.owner = c.owner
-        AND s.sampled_at = (SELECT max(sampled_at) FROM handoff.owner_samples
-                             WHERE tenant_id = {_TENANT}
-                               AND sampled_at > now() - interval '10 minutes')
+  LEFT JOIN handoff.owner_waiting(%(tenant)s::text) c ON true
  ORDER BY c.owner
+"""
+
+# The median and p90 age of each owner's waiting work, from the latest minute
+# sample. A statement of its own, not joined to the counts: on Citus a query
+# that joins a function's rows to a distributed table goes down to the shard
+# whole, and the function's own queries cannot run from there.
+OWNER_AGES = f"""
+SELECT s.owner, s.age_p50_from, s.age_p90_from
+  FROM handoff.owner_samples s
+ WHERE s.tenant_id = {_TENANT}
+   AND s.sampled_at = (SELECT max(sampled_at) FROM handoff.owner_samples
+                        WHERE tenant_id = {_TENANT}
+                          AND sampled_at > now() - interval '10 minutes')
 """
 
 # The changes of owner ever folded (flow_edges): what the stage order is

@@ -4,7 +4,9 @@ today's definitions; 0001's emit body, renamed _emit_checked by 0003, is _emit_c
 
 from alembic import op
 
-from handoff.migrations.helpers import VERSIONS, apply_family, function_from
+from handoff.migrations.helpers import VERSIONS, apply_family, apply_frozen, function_from
+
+CONTRACT_FROZEN = "0020_tenant_keys.contract.before.sql"
 
 revision = "0015_function_families"
 down_revision = "0014_ui_sessions"
@@ -26,6 +28,7 @@ def upgrade() -> None:
     # _emit now calls _emit_contract; emit_direct's comment no longer points
     # "below" (_consumer is in consumers.sql); every other definition is as it was.
     apply_family("contract", revision)
+    apply_frozen(CONTRACT_FROZEN)  # _replay as of this day
     # Frozen as of this revision's day: what 0017 changed as it was, and not yet
     # 0017's new function.
     op.execute((VERSIONS / "0017_hot_path.before.sql").read_text())

@@ -8,11 +8,13 @@ the deadline counters' trigger fires only when a deadline is involved.
 
 from alembic import op
 
-from handoff.migrations.helpers import VERSIONS, apply_family, sql_steps
+from handoff.migrations.helpers import VERSIONS, apply_family, apply_frozen, sql_steps
 
 EMIT_DIRECT_ARGS = (
     "(text, text, text, text, integer, text, text, text, integer, timestamptz, jsonb, text, text)"
 )
+
+CONTRACT_FROZEN = "0020_tenant_keys.contract.before.sql"
 
 revision = "0017_hot_path"
 down_revision = "0016_broker_health"
@@ -23,6 +25,7 @@ _upgrade_sql, _downgrade_sql = sql_steps(__file__)
 
 def upgrade() -> None:
     apply_family("contract", revision)
+    apply_frozen(CONTRACT_FROZEN)  # _replay as of this day
     _upgrade_sql()  # the grant, the deadline trigger
 
 

@@ -14,17 +14,19 @@ down_revision = "0017_hot_path"
 FAMILIES = ("consumers", "contract", "effects")
 
 
-# What 0020 changed in the consumers and effects families, as this revision has it.
-FROZEN = "0020_tenant_keys.before.sql"
+# What 0020 changed in the families this revision applies, as this revision has it.
+FROZEN = ("0020_tenant_keys.before.sql", "0020_tenant_keys.contract.before.sql")
 
 
 def upgrade() -> None:
     for family in FAMILIES:
         apply_family(family)
-    apply_frozen(FROZEN)
+    for frozen in FROZEN:
+        apply_frozen(frozen)
 
 
 def downgrade() -> None:
     for family in FAMILIES:
         apply_family(family, down_revision)
-    apply_frozen(FROZEN, down_revision)
+    for frozen in FROZEN:
+        apply_frozen(frozen, down_revision)

@@ -5,7 +5,7 @@ waiting is the view handoff.outbox_pending.
 
 from alembic import op
 
-from handoff.migrations.helpers import apply_family, function_from, sql_steps
+from handoff.migrations.helpers import apply_family, apply_frozen, function_from, sql_steps
 
 revision = "0019_outbox_cursor"
 down_revision = "0018_index_plans"
@@ -16,6 +16,7 @@ _upgrade_sql, _downgrade_sql = sql_steps(__file__)
 def upgrade() -> None:
     _upgrade_sql()
     apply_family("tracker")  # relay_backlog reads the view
+    apply_frozen("0020_tenant_keys.tracker.before.sql")  # the readers as of this day
 
 
 def downgrade() -> None:

@@ -2,7 +2,10 @@
 tenant_id (their parent's), and every statement of the consumers' and effects' functions
 filters by it. On Citus (migrations/citus.py) the tenant is what keeps a row on its
 tenant's shard, beside its parent, and what routes a statement to that one shard; a
-statement without it goes to every shard.
+statement without it goes to every shard. _replay reads the receipt before it records a
+rejection (Citus refuses a write from a function pushed down to a shard). The reader
+sessions set the reader's tenant with SET LOCAL, which Citus sends on to the workers
+(tracker.sql says why).
 """
 
 from handoff.migrations.helpers import apply_family, apply_frozen, sql_steps
@@ -17,8 +20,13 @@ def upgrade() -> None:
     _upgrade_sql()
     apply_family("consumers")
     apply_family("effects")
+    apply_family("tracker")
+    apply_family("contract")
 
 
 def downgrade() -> None:
-    apply_frozen("0020_tenant_keys.before.sql")  # the functions as 0019 has them
+    # The functions as 0019 has them.
+    apply_frozen("0020_tenant_keys.before.sql")
+    apply_frozen("0020_tenant_keys.tracker.before.sql")
+    apply_frozen("0020_tenant_keys.contract.before.sql")
     _downgrade_sql()

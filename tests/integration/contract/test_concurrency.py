@@ -313,7 +313,9 @@ def test_a_count_goes_to_a_free_shard_instead_of_waiting(
         psycopg.connect(migrated.database_url) as emit,
     ):
         unit.execute(count, (tenant, 1))  # uncommitted: shard 3's lock and row are held
-        emit.execute("SET lock_timeout = '2s'")
+        # SET LOCAL: on Citus it reaches the worker that holds the row (the stack's
+        # citus.propagate_set_commands), where a wait for it happens.
+        emit.execute("SET LOCAL lock_timeout = '2s'")
         emit.execute(count, (tenant, 1))  # would wait for the unit's commit on shard 3
         emit.execute(count, (tenant, 1))  # the same transaction keeps its shard
         emit.commit()
@@ -326,7 +328,7 @@ def test_a_count_goes_to_a_free_shard_instead_of_waiting(
             unit.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, %s))",
                          (key, 1000 + shard))  # fmt: skip
         unit.execute(count, (tenant, 1))  # and shard 3's row (its re-entrant lock)
-        emit.execute("SET lock_timeout = '300ms'")
+        emit.execute("SET LOCAL lock_timeout = '300ms'")
         with pytest.raises(psycopg.errors.LockNotAvailable):
             emit.execute(count, (tenant, -1))  # waits on its own shard's row
         emit.rollback()
