@@ -160,7 +160,9 @@ def resolve(
     if not actor.strip():
         raise InvalidRequest("say who decides (--by)")
     with translated(), conn.transaction():
-        row = conn.execute(q.LOCK, {"id": intent_id}).fetchone()
+        found = conn.execute(q.TENANT_OF, {"id": intent_id}).fetchone()
+        key = {"id": intent_id, "tenant": found[0] if found else None}
+        row = conn.execute(q.LOCK, key).fetchone() if found else None
         if row is None:
             raise EffectNotFound(f"no effect intent {intent_id}")
         state, reconciliation = row
@@ -169,11 +171,12 @@ def resolve(
                 f"intent {intent_id} is {state} ({reconciliation}), not unresolved: "
                 "only what the executors gave up on is decided by hand"
             )
-        conn.execute(q.RESOLVE, {"id": intent_id, "state": outcome, "provider_ref": provider_ref})
+        decide = q.RESOLVE_RETRY if outcome == "retry" else q.RESOLVE_SETTLED
+        conn.execute(decide, {**key, "state": outcome, "provider_ref": provider_ref})
         conn.execute(
             q.RECORD_DECISION,
             {
-                "id": intent_id,
+                **key,
                 "actor": actor,
                 "from_state": state,
                 "to_state": "unknown" if outcome == "retry" else outcome,

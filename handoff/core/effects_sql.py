@@ -61,25 +61,39 @@ SELECT at, actor, from_state, to_state, detail FROM handoff.effect_history
  WHERE intent_id = %(id)s ORDER BY id
 """
 
-# Row-locked: a person's decision and an executor's record apply one after the other.
-LOCK = "SELECT state, reconciliation FROM handoff.effect_intents WHERE id = %(id)s FOR UPDATE"
+# A person names an intent by id; its tenant is looked up first, so that the
+# decision's statements name it (on Citus: one shard, and the row lock that
+# FOR UPDATE needs).
+TENANT_OF = "SELECT tenant_id FROM handoff.effect_intents WHERE id = %(id)s"
 
-# A person's decision on an unresolved intent: settled as succeeded or
-# failed, or sent back to the executors (a fresh lookup comes first).
-RESOLVE = """
+# Row-locked: a person's decision and an executor's record apply one after the other.
+LOCK = """
+SELECT state, reconciliation FROM handoff.effect_intents
+ WHERE tenant_id = %(tenant)s AND id = %(id)s FOR UPDATE
+"""
+
+# A person's decision on an unresolved intent: sent back to the executors (a
+# fresh lookup comes first), or settled as succeeded or failed. Two statements,
+# not one with CASE: Citus refuses a non-immutable function (now()) in a CASE
+# of a write.
+RESOLVE_RETRY = """
 UPDATE handoff.effect_intents
-   SET state = CASE WHEN %(state)s = 'retry' THEN 'unknown' ELSE %(state)s END,
-       reconciliation = CASE WHEN %(state)s = 'retry' THEN 'pending' ELSE 'resolved' END,
-       provider_ref = coalesce(%(provider_ref)s, provider_ref),
-       lookups = CASE WHEN %(state)s = 'retry' THEN 0 ELSE lookups END,
-       claim = claim + 1, lease_until = NULL, next_attempt_at = now(),
-       completed_at = CASE WHEN %(state)s = 'retry' THEN NULL ELSE now() END,
+   SET state = 'unknown', reconciliation = 'pending',
+       provider_ref = coalesce(%(provider_ref)s, provider_ref), lookups = 0,
+       claim = claim + 1, lease_until = NULL, next_attempt_at = now(), completed_at = NULL,
        updated_at = now()
- WHERE id = %(id)s
+ WHERE tenant_id = %(tenant)s AND id = %(id)s
+"""
+RESOLVE_SETTLED = """
+UPDATE handoff.effect_intents
+   SET state = %(state)s, reconciliation = 'resolved',
+       provider_ref = coalesce(%(provider_ref)s, provider_ref),
+       claim = claim + 1, lease_until = NULL, next_attempt_at = now(), completed_at = now(),
+       updated_at = now()
+ WHERE tenant_id = %(tenant)s AND id = %(id)s
 """
 
 RECORD_DECISION = """
 INSERT INTO handoff.effect_history (tenant_id, intent_id, actor, from_state, to_state, detail)
-SELECT e.tenant_id, e.id, %(actor)s, %(from_state)s, %(to_state)s, %(detail)s
-  FROM handoff.effect_intents e WHERE e.id = %(id)s
+VALUES (%(tenant)s, %(id)s, %(actor)s, %(from_state)s, %(to_state)s, %(detail)s)
 """

@@ -61,14 +61,16 @@ def _decide(
     if not actor.strip():
         raise InvalidRequest("say who decides (--by)")
     with translated(), conn.transaction():
-        row = conn.execute(q.LOCK, {"id": entry_id}).fetchone()
+        found = conn.execute(q.TENANT_OF, {"id": entry_id}).fetchone()
+        key = {"id": entry_id, "tenant": found[0] if found else None}
+        row = conn.execute(q.LOCK, key).fetchone() if found else None
         if row is None:
             raise QuarantineEntryNotFound(f"no quarantine entry {entry_id}")
         if row[0] not in PENDING:
             raise QuarantineEntryClosed(f"entry {entry_id} is already {row[0]}")
-        conn.execute(q.SET_STATUS, {"id": entry_id, "status": status})
+        conn.execute(q.SET_STATUS, {**key, "status": status})
         action = "retry requested" if status == "retry" else "discarded"
-        conn.execute(q.RECORD, {"id": entry_id, "actor": actor, "action": action, "detail": reason})
+        conn.execute(q.RECORD, {**key, "actor": actor, "action": action, "detail": reason})
 
 
 def request_retry(conn: psycopg.Connection[Any], entry_id: int, *, actor: str, reason: str) -> None:

@@ -28,18 +28,26 @@ SELECT at, actor, action, detail FROM handoff.quarantine_audit
  WHERE quarantine_id = %(id)s ORDER BY id
 """
 
-# Row-locked, so two operators deciding at once are applied one after the other.
-LOCK = "SELECT status FROM handoff.quarantine WHERE id = %(id)s FOR UPDATE"
+# An operator names an entry by id; its tenant is looked up first, so that the
+# decision's statements name it (on Citus: one shard, and the row lock that
+# FOR UPDATE needs).
+TENANT_OF = "SELECT tenant_id FROM handoff.quarantine WHERE id = %(id)s"
 
+# Row-locked, so two operators deciding at once are applied one after the other.
+LOCK = """
+SELECT status FROM handoff.quarantine WHERE tenant_id = %(tenant)s AND id = %(id)s FOR UPDATE
+"""
+
+# resolved_at from now() outside a CASE: Citus refuses a non-immutable function in
+# a CASE of a write (the NULL of a retry makes the sum NULL).
 SET_STATUS = """
 UPDATE handoff.quarantine
    SET status = %(status)s,
-       resolved_at = CASE WHEN %(status)s = 'discarded' THEN now() END
- WHERE id = %(id)s
+       resolved_at = now() + CASE WHEN %(status)s = 'discarded' THEN interval '0' END
+ WHERE tenant_id = %(tenant)s AND id = %(id)s
 """
 
 RECORD = """
 INSERT INTO handoff.quarantine_audit (tenant_id, quarantine_id, actor, action, detail)
-SELECT q.tenant_id, q.id, %(actor)s, %(action)s, %(detail)s
-  FROM handoff.quarantine q WHERE q.id = %(id)s
+VALUES (%(tenant)s, %(id)s, %(actor)s, %(action)s, %(detail)s)
 """

@@ -35,7 +35,7 @@ SELECT count(*)::bigint FROM handoff.quarantine
 """
 PROVIDER_TROUBLE_SINCE = """
 SELECT count(*)::bigint FROM handoff.effect_history h JOIN handoff.effect_intents e
-    ON e.id = h.intent_id
+    ON e.tenant_id = h.tenant_id AND e.id = h.intent_id
  WHERE e.tenant_id = %(tenant)s AND e.consumer = %(consumer)s AND h.at >= %(since)s
    AND h.to_state IN ('failed', 'unknown')
 """

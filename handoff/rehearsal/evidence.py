@@ -26,7 +26,8 @@ SELECT id, event_id, effect, idempotency_key, business_key, state, reconciliatio
 """
 HISTORY = """
 SELECT h.intent_id, h.actor, h.from_state, h.to_state, h.detail
-  FROM handoff.effect_history h JOIN handoff.effect_intents i ON i.id = h.intent_id
+  FROM handoff.effect_history h JOIN handoff.effect_intents i
+    ON i.tenant_id = h.tenant_id AND i.id = h.intent_id
  WHERE i.tenant_id = %(tenant)s AND i.document_id = %(doc)s ORDER BY h.id
 """
 QUARANTINE = """

@@ -428,7 +428,7 @@ BEGIN
             (p_event->>'runId')::integer, (p_event->>'version')::integer, p_event->>'topic',
             (p_event->>'partition')::integer, (p_event->>'offset')::bigint, p_key, p_value,
             coalesce(p_headers, '{}'), p_reason,
-            CASE WHEN p_wait_s IS NOT NULL THEN now() + make_interval(secs => p_wait_s) END)
+            now() + make_interval(secs => p_wait_s))  -- NULL without p_wait_s
     ON CONFLICT (tenant_id, consumer, event_id) DO NOTHING
     RETURNING id INTO v_id;
     RETURN v_id;

@@ -101,6 +101,10 @@ AS $$
 DECLARE
     v services := _consumer();
     v_ids bigint[];
+    -- A variable, not now() in the CASE below: Citus refuses a non-immutable
+    -- function inside a CASE or COALESCE of a write (hence also least() and
+    -- "now() + CASE ... interval '0'" in the functions after this one).
+    v_now timestamptz := now();
 BEGIN
     -- Two queries, each on its own partial index, rather than one ordered
     -- by "again first": that order would sort the whole backlog per claim.
@@ -134,7 +138,7 @@ BEGIN
         UPDATE effect_intents e
            SET state = CASE WHEN ready.send THEN 'submitted' ELSE 'claimed' END,
                attempts = e.attempts + CASE WHEN ready.send THEN 1 ELSE 0 END,
-               submitted_at = CASE WHEN ready.send THEN now() ELSE e.submitted_at END,
+               submitted_at = CASE WHEN ready.send THEN v_now ELSE e.submitted_at END,
                claim = e.claim + 1, claimed_by = p_worker,
                lease_until = now() + make_interval(secs => p_lease_s), updated_at = now()
           FROM ready
@@ -169,7 +173,7 @@ DECLARE
 BEGIN
     UPDATE effect_intents e
        SET state = 'submitted', attempts = e.attempts + 1,
-           submitted_at = coalesce(e.submitted_at, now()), updated_at = now()
+           submitted_at = least(e.submitted_at, now()), updated_at = now()
      WHERE e.id = p_id AND e.claim = p_claim AND e.state = 'claimed'
        AND e.tenant_id = v.tenant_id AND e.consumer = v.name;
     IF NOT FOUND THEN
@@ -222,7 +226,7 @@ BEGIN
            lookups = e.lookups + CASE WHEN p_lookup_failed THEN 1 ELSE 0 END,
            lease_until = NULL,
            next_attempt_at = now() + make_interval(secs => coalesce(p_retry_in_s, 0)),
-           completed_at = CASE WHEN p_state IN ('succeeded', 'failed') THEN now() END,
+           completed_at = now() + CASE WHEN p_state IN ('succeeded', 'failed') THEN interval '0' END,
            updated_at = now()
      WHERE e.id = p_id AND e.tenant_id = v.tenant_id;
     INSERT INTO effect_history (tenant_id, intent_id, actor, from_state, to_state, detail)

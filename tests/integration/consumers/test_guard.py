@@ -111,9 +111,9 @@ def test_a_lock_timeout_is_a_transient_conflict_never_a_duplicate(
     first = created("audit")
     second = created("audit")
     assert _begin(first, "g-1") == "apply"
-    second.execute("SET lock_timeout = '200ms'")
-    second.commit()
     with handoff_tx(second) as tx, pytest.raises(TransientConflict):
+        # SET LOCAL: on Citus it reaches the worker where the wait happens.
+        tx.execute("SET LOCAL lock_timeout = '200ms'")
         tx.execute(guards.VERDICTS, _params("g-1"))
     first.rollback()
 
