@@ -104,3 +104,20 @@ def test_second_stack_in_a_private_folder_runs_beside_the_first(
     finally:
         run_cli("stack", "down", home=home)
     assert local_stack.postgres.status().healthy  # down stopped only its own parts
+
+
+def test_a_citus_stack_without_citus_says_how_to_get_it_and_starts_nothing(
+    tmp_path: Path,
+) -> None:
+    """make test runs without Citus (it is on no package registry): asked for, the stack
+    fails with the ways to get it rather than starting a server without it."""
+    env = {k: v for k, v in os.environ.items() if k != "HANDOFF_STACK_CITUS_SOURCE"}
+    env |= {"HANDOFF_HOME": str(tmp_path / "home"), "COLUMNS": "300",
+            "HANDOFF_STACK_CACHE_DIR": str(tmp_path / "cache")}  # fmt: skip
+    done = subprocess.run(
+        [*HANDOFF, "stack", "up", "--citus", "2"],
+        env=env, capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert done.returncode == 1, done
+    assert "Citus was not found" in done.stderr and "HANDOFF_STACK_CITUS_SOURCE" in done.stderr
+    assert not list((tmp_path / "home").glob("*/data/postmaster.pid"))

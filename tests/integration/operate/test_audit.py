@@ -75,12 +75,15 @@ def test_each_planted_breach_is_found_with_its_rows(
     story: str, admin: psycopg.Connection[Any]
 ) -> None:
     t = story
+    # By key, not ctid: a statement on Citus names its tenant and its row by key.
     admin.execute("UPDATE handoff.owner_counts SET assigned = assigned + 1 "
-                  "WHERE ctid = (SELECT ctid FROM handoff.owner_counts "
-                  "WHERE tenant_id = %s AND owner = 'review' LIMIT 1)", (t,))  # fmt: skip
+                  "WHERE tenant_id = %s AND owner = 'review' AND shard = "
+                  "(SELECT min(shard) FROM handoff.owner_counts "
+                  " WHERE tenant_id = %s AND owner = 'review')", (t, t))  # fmt: skip
     admin.execute("UPDATE handoff.owner_due_counts SET n = n + 1 "
-                  "WHERE ctid = (SELECT ctid FROM handoff.owner_due_counts "
-                  "WHERE tenant_id = %s AND n > 0 LIMIT 1)", (t,))  # fmt: skip
+                  "WHERE tenant_id = %s AND (owner, due_hour, shard) = "
+                  "(SELECT owner, due_hour, shard FROM handoff.owner_due_counts "
+                  " WHERE tenant_id = %s AND n > 0 LIMIT 1)", (t, t))  # fmt: skip
     admin.execute("DELETE FROM handoff.document_history WHERE tenant_id = %s "
                   "AND document_id = 'inv-1' AND version = 2", (t,))  # fmt: skip
     admin.execute("DELETE FROM handoff.outbox WHERE tenant_id = %s "
