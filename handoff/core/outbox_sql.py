@@ -21,6 +21,9 @@ from psycopg.postgres import adapters as postgres
 # batch before it fetches the next.
 SESSION_SETUP = "SET plan_cache_mode = force_custom_plan; SET synchronous_commit = off"
 LISTEN = "LISTEN handoff_outbox"
+# The relay's bound is proven with one server's transaction ids; on Citus the
+# outbox lives on the workers (docs/scaling.md, "Not done yet").
+ON_CITUS = "SELECT EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'citus')"
 
 # Advisory-lock class of the relay's slots: (RELAY_LOCK_CLASS, slot).
 RELAY_LOCK_CLASS = 0x48_4F_46_46  # "HOFF"

@@ -39,7 +39,12 @@ from psycopg.types.json import set_json_loads
 
 from handoff.core import db, kafka
 from handoff.core import outbox_sql as q
-from handoff.core.errors import DatabaseUnavailable, EventEncodingError, Unavailable
+from handoff.core.errors import (
+    ConfigurationError,
+    DatabaseUnavailable,
+    EventEncodingError,
+    Unavailable,
+)
 from handoff.core.events import encode, to_record
 from handoff.core.outage import Outage
 from handoff.core.outbox_sql import IdArray, IdArrayDumper
@@ -182,6 +187,13 @@ class Relay:
         """Run the pipeline on one database session; True when --once is done."""
         set_json_loads(orjson.loads, conn)  # payload decoding is on the hot path
         conn.adapters.register_dumper(IdArray, IdArrayDumper)
+        on_citus = conn.execute(q.ON_CITUS).fetchone()
+        if on_citus and on_citus[0]:
+            raise ConfigurationError(
+                "this database is a Citus coordinator: the outbox lives on its workers, and "
+                "the relay's proof that no late commit is skipped uses one server's "
+                "transaction ids, so it does not run on Citus yet (docs/scaling.md)"
+            )
         conn.execute(q.SESSION_SETUP)
         conn.execute(q.LISTEN)
         batches: queue.Queue[Batch | None] = queue.Queue()
