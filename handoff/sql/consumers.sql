@@ -83,6 +83,7 @@ DECLARE
     v_pos_ver  integer;
     v_state    integer;
     v_missing  text;
+    v_batch    boolean;
     -- Whether this consumer has any quarantined or parked work at all: when
     -- it has none (nearly always), no event pays the per-document lookups.
     v_blocked  boolean := EXISTS (SELECT 1 FROM quarantine q
@@ -100,9 +101,16 @@ BEGIN
     -- is a duplicate or a conflict, never applied twice.
     -- (A single event takes the loop: its few small statements cost less
     -- than starting the set-based plan, measured.)
-    IF NOT v_blocked AND jsonb_array_length(p_events) > 1
-       AND (SELECT count(DISTINCT x."documentId") = count(*)
-              FROM jsonb_to_recordset(p_events) AS x("documentId" text)) THEN
+    -- The batch test is a query only for a batch: PL/pgSQL plans an IF's whole
+    -- condition, and this subquery's plan was made anew on every call (a custom
+    -- plan for its jsonb argument), 6% of a one-event unit's server time
+    -- (perf, the guarded unit in a loop).
+    v_batch := NOT v_blocked AND jsonb_array_length(p_events) > 1;
+    IF v_batch THEN
+        v_batch := (SELECT count(DISTINCT x."documentId") = count(*)
+                      FROM jsonb_to_recordset(p_events) AS x("documentId" text));
+    END IF;
+    IF v_batch THEN
         FOR e IN
             WITH ev AS (
                 SELECT x.event_id, decode(x.fingerprint, 'hex') AS fp, x.document_id, x.run_id,

@@ -5,7 +5,7 @@ tenant's shard, beside its parent, and what routes a statement to that one shard
 statement without it goes to every shard. _replay reads the receipt before it records a
 rejection (Citus refuses a write from a function pushed down to a shard). The reader
 sessions set the reader's tenant with SET LOCAL, which Citus sends on to the workers
-(tracker.sql says why).
+(tracker.sql says why). consumer_begin tests for a batch without a query for one event.
 """
 
 from handoff.migrations.helpers import apply_family, apply_frozen, sql_steps
