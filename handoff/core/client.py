@@ -19,7 +19,7 @@ from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from psycopg_pool import ConnectionPool, PoolTimeout
 
 from handoff.core.calls import Calls
-from handoff.core.emitter import Request, emit_direct
+from handoff.core.emitter import Request, emit_direct, own_tenant
 from handoff.core.errors import (
     DatabaseUnavailable,
     OutcomeUnknown,
@@ -61,6 +61,7 @@ class DirectTransport:
             name="handoff-client",
         )
         self._retries = conflict_retries
+        self._tenant: str | None = None  # the service's, learned at the first emit
         try:
             self._pool.open(wait=True, timeout=10)
         except PoolTimeout as exc:
@@ -81,7 +82,9 @@ class DirectTransport:
                     f"no PostgreSQL session within {self._pool.timeout:.0f} s: {exc}"
                 ) from exc
             try:
-                return emit_direct(conn, request, document_id)
+                if self._tenant is None:
+                    self._tenant = own_tenant(conn)
+                return emit_direct(conn, request, document_id, tenant=self._tenant)
             finally:
                 self._pool.putconn(conn)
 

@@ -23,3 +23,17 @@ EMIT_DIRECT_OR_RAISE = f"SELECT handoff.emit_direct_or_raise({_ARGS})"
 
 # HTTP mode: the API passes the bearer credential, checked in the same statement.
 EMIT_HTTP = f"SELECT handoff.emit_http(%(role)s::text, %(secret_hash)s::bytea, {_ARGS})"
+
+# The same, naming the caller's tenant (handoff/sql/by_tenant.sql): on Citus the whole
+# call is handed to the worker that holds the tenant. Outside a unit, clients call these.
+EMIT_DIRECT_FOR = f"SELECT handoff.emit_direct_for(%(tenant)s::text, {_ARGS})"
+EMIT_HTTP_FOR = (
+    "SELECT handoff.emit_http_for(%(tenant)s::text, %(role)s::text, %(secret_hash)s::bytea, "
+    f"{_ARGS})"
+)
+
+# Learned once per credential: the tenant a client names on its calls.
+OWN_TENANT = "SELECT tenant_id FROM handoff.consumer_whoami()"
+CREDENTIAL_TENANT = (
+    "SELECT handoff.credential_tenant(%(role)s::text, %(secret_hash)s::bytea) AS tenant_id"
+)

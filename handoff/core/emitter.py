@@ -3,6 +3,11 @@
 In autocommit the call is its own transaction; a consumer calls it inside
 its own transaction so that its guard row, its effect and the next emit
 commit or roll back together (DESIGN.md "Consumers").
+
+Outside a unit, calls name the caller's tenant (``emit_direct_for``,
+``emit_http_for``): on Citus that is what hands the whole call to the worker
+that holds the tenant. The tenant of a credential never changes, so it is
+learned once (one round trip more, the first time) and kept.
 """
 
 from __future__ import annotations
@@ -26,6 +31,39 @@ from handoff.core.models import (
 )
 
 Request = CreateRequest | StartRunRequest | HandoffRequest
+
+UNKNOWN_CREDENTIAL = {
+    "accepted": False,
+    "code": "Unauthenticated",
+    "message": "unknown or revoked service credential",
+}
+# Credentials whose tenant this process has seen, at most (then it starts over).
+KNOWN_CREDENTIALS = 10_000
+
+
+class Tenants:
+    """The tenant of each credential role seen here (a role acts in one tenant for life)."""
+
+    def __init__(self) -> None:
+        self._of: dict[str, str] = {}
+
+    def get(self, role: str) -> str | None:
+        return self._of.get(role)
+
+    def learn(self, role: str, tenant: str) -> str:
+        if len(self._of) >= KNOWN_CREDENTIALS:
+            self._of.clear()
+        self._of[role] = tenant
+        return tenant
+
+    def answered(self, role: str, result: dict[str, Any]) -> dict[str, Any]:
+        """``result``, after forgetting a credential the database no longer knows."""
+        if result.get("code") == "Unauthenticated":
+            self._of.pop(role, None)
+        return result
+
+
+TENANTS = Tenants()
 
 
 def params(request: Request, document_id: str | None = None) -> dict[str, Any]:
@@ -94,19 +132,42 @@ def emit_with(
     return outcome(row[0])
 
 
-def emit_in(
-    conn: psycopg.Connection[Any], request: Request, document_id: str | None = None
-) -> Receipt | Rejection:
-    """Emit as the service this connection logged in as, in the connection's transaction."""
+def own_tenant(conn: psycopg.Connection[Any]) -> str:
+    """The tenant of the service this connection logged in as (28000 if it is none)."""
     with translated():
-        return emit_with(conn.execute, request, document_id)
+        row = conn.execute(q.OWN_TENANT).fetchone()
+    assert row is not None
+    tenant: str = row[0]
+    return tenant
+
+
+def emit_in(
+    conn: psycopg.Connection[Any],
+    request: Request,
+    document_id: str | None = None,
+    *,
+    tenant: str | None = None,
+) -> Receipt | Rejection:
+    """Emit as the service this connection logged in as, in the connection's transaction;
+    naming its ``tenant`` (``own_tenant``) when known."""
+    with translated():
+        if tenant is None:
+            return emit_with(conn.execute, request, document_id)
+        row = conn.execute(q.EMIT_DIRECT_FOR, {**params(request, document_id), "tenant": tenant})
+        found = row.fetchone()
+    assert found is not None
+    return outcome(found[0])
 
 
 def emit_direct(
-    conn: psycopg.Connection[Any], request: Request, document_id: str | None = None
+    conn: psycopg.Connection[Any],
+    request: Request,
+    document_id: str | None = None,
+    *,
+    tenant: str | None = None,
 ) -> Receipt:
     """Emit as the service this connection logged in as; a refusal raises."""
-    found = emit_in(conn, request, document_id)
+    found = emit_in(conn, request, document_id, tenant=tenant)
     if isinstance(found, Rejection):
         found.raise_()
     return found
@@ -125,10 +186,16 @@ def emit_as_in(
     document_id: str | None = None,
 ) -> Receipt | Rejection:
     """Emit as the service a credential names, on a connection of the API role."""
+    args = _as(credential, request, document_id)
     with translated():
-        row = conn.execute(q.EMIT_HTTP, _as(credential, request, document_id)).fetchone()
+        if (tenant := TENANTS.get(credential.role)) is None:
+            known = conn.execute(q.CREDENTIAL_TENANT, args).fetchone()
+            if known is None or known[0] is None:
+                return outcome(UNKNOWN_CREDENTIAL)
+            tenant = TENANTS.learn(credential.role, known[0])
+        row = conn.execute(q.EMIT_HTTP_FOR, {**args, "tenant": tenant}).fetchone()
     assert row is not None
-    return outcome(row[0])
+    return outcome(TENANTS.answered(credential.role, row[0]))
 
 
 def emit_as(
@@ -151,8 +218,14 @@ async def emit_http(
     document_id: str | None = None,
 ) -> Receipt:
     """Emit for the HTTP API, as the service the bearer credential names."""
+    args = _as(credential, request, document_id)
     with translated():
-        cursor = await conn.execute(q.EMIT_HTTP, _as(credential, request, document_id))
+        if (tenant := TENANTS.get(credential.role)) is None:
+            known = await (await conn.execute(q.CREDENTIAL_TENANT, args)).fetchone()
+            if known is None or known[0] is None:
+                return answer(UNKNOWN_CREDENTIAL)
+            tenant = TENANTS.learn(credential.role, known[0])
+        cursor = await conn.execute(q.EMIT_HTTP_FOR, {**args, "tenant": tenant})
         row = await cursor.fetchone()
     assert row is not None
-    return answer(row[0])
+    return answer(TENANTS.answered(credential.role, row[0]))

@@ -160,6 +160,7 @@ def remove_service(conn: Conn, name: str, *, tenant: str = "default") -> None:
     """Unregister a service that owns no documents; its credential stops working at once."""
     key = _check_names(name, tenant)
     with conn.transaction(), translated(sent=False):
+        conn.execute(q.LOCK_SERVICE_WHERE_EMITS_RUN, key)
         conn.execute(q.LOCK_SERVICE_EXCLUSIVE, key)
         row = conn.execute(q.LOCK_SERVICE_ROW, key).fetchone()
         if row is None:

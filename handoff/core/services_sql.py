@@ -84,7 +84,12 @@ RETURNING db_role
 """
 
 # Waits for every in-flight handoff to this service (they hold the lock
-# shared, see handoff._emit in 0003) and keeps new ones out until commit.
+# shared, see handoff._emit in contract.sql) and keeps new ones out until commit.
+# Two statements for Citus, where a delegated emit takes it on the tenant's worker
+# and one inside a consumer's unit on the coordinator (by_tenant.sql says how);
+# on one server the second is the same lock again. No emit takes both, so the
+# order cannot deadlock.
+LOCK_SERVICE_WHERE_EMITS_RUN = "SELECT handoff.lock_service_for(%(tenant)s, %(name)s)"
 LOCK_SERVICE_EXCLUSIVE = "SELECT pg_advisory_xact_lock(handoff._service_lock(%(tenant)s, %(name)s))"
 
 LOCK_SERVICE_ROW = """

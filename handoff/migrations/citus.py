@@ -21,8 +21,20 @@ The decisions (docs/scaling.md explains them for operators):
 - **On the coordinator** (plain or Citus-local tables): the operator's and
   the UI's tables, read and written there only, low in volume: UI sessions,
   replay plans, DynamoDB import progress, the lag sampler's lease, the flow
-  fold's bookkeeping, and the relay's cursors and wake-up flag (which the
-  relay on Citus keeps per node).
+  fold's bookkeeping, and the relay's cursors.
+- **On every node, its own** (a plain table made on each worker too):
+  ``relay_wakeup``, the flag an emit reads to know whether a relay waits for
+  a NOTIFY on the node the emit runs on. A delegated emit runs on a worker and
+  a worker cannot read a coordinator's table inside it; each node's relay
+  listener sets its own node's flag.
+
+Delegation: the entry points that name their tenant (handoff/sql/by_tenant.sql)
+are distributed with the tenant as their distribution argument, co-located with
+``document_state``; a call outside an explicit transaction is handed whole to
+the worker that holds the tenant (one round trip, one local transaction). A
+call inside a consumer's unit is not delegated (Citus delegates only a call
+that is the whole transaction); its statements are routed one by one to the
+same worker, still one node's transaction.
 
 Keys: Citus needs a distributed table's unique keys to include ``tenant_id``.
 The tables whose key is a bare identity ``id`` get ``(tenant_id, id)`` here,
@@ -72,8 +84,12 @@ COORDINATOR = (
     "flow_fold",
     "flow_gaps",
     "relay_cursors",
-    "relay_wakeup",
 )
+NODE_LOCAL = ("relay_wakeup",)
+
+# Entry points handed to the worker of their tenant, by their tenant argument (each
+# names it p_tenant); True: inside an explicit transaction too (force_delegation).
+DELEGATED = {"emit_direct_for": False, "emit_http_for": False, "lock_service_for": True}
 
 # Before distribution: unique keys and foreign keys that name the tenant.
 KEYS = """
@@ -130,11 +146,40 @@ _UNPROPAGATED = """
 """
 UNPROPAGATED = "SELECT count(*)" + _UNPROPAGATED
 PROPAGATE = "SELECT create_distributed_function(p.oid::regprocedure)" + _UNPROPAGATED
+_UNDELEGATED = f"""
+  FROM pg_proc p JOIN pg_dist_object o ON o.classid = 'pg_proc'::regclass AND o.objid = p.oid
+ WHERE p.pronamespace = 'handoff'::regnamespace AND o.distribution_argument_index IS NULL
+   AND p.proname IN ({", ".join(f"'{name}'" for name in DELEGATED)})
+"""
+UNDELEGATED = "SELECT count(*)" + _UNDELEGATED
+_FORCED = ", ".join(f"'{name}'" for name, forced in DELEGATED.items() if forced)
+DELEGATE = (
+    "SELECT create_distributed_function(p.oid::regprocedure, 'p_tenant',"
+    " colocate_with => 'handoff.document_state',"
+    f" force_delegation => p.proname IN ({_FORCED}))" + _UNDELEGATED
+)
+# The wake-up flag on each worker, made as on the coordinator (0001_contract) and
+# owned by the same role; idempotent, so a worker added later gets it at the next
+# `handoff db upgrade`.
+WAKEUP_ON_WORKERS = """
+SELECT bool_and(success), string_agg(DISTINCT result, '; ') FILTER (WHERE NOT success)
+  FROM run_command_on_workers($cmd$
+    CREATE TABLE IF NOT EXISTS handoff.relay_wakeup (
+        id      boolean PRIMARY KEY DEFAULT true CHECK (id),
+        waiting boolean NOT NULL DEFAULT false);
+    INSERT INTO handoff.relay_wakeup DEFAULT VALUES ON CONFLICT DO NOTHING
+  $cmd$)
+"""
+WORKERS_WITHOUT_WAKEUP = """
+SELECT count(*) FROM run_command_on_workers(
+    $cmd$SELECT to_regclass('handoff.relay_wakeup') IS NOT NULL$cmd$)
+ WHERE NOT success OR result <> 't'
+"""
 
 
 def undecided(tables: set[str]) -> set[str]:
     """Tables of the schema that no decision above names."""
-    return tables - {*DISTRIBUTED, *REFERENCE, *COORDINATOR}
+    return tables - {*DISTRIBUTED, *REFERENCE, *COORDINATOR, *NODE_LOCAL}
 
 
 def distribute(conn: Any) -> list[str]:
@@ -188,6 +233,14 @@ def distribute(conn: Any) -> list[str]:
     if functions := run(UNPROPAGATED).fetchone()[0]:
         run(PROPAGATE)
         done.append(f"{functions} functions propagated to every node")
+    if delegated := run(UNDELEGATED).fetchone()[0]:
+        run(DELEGATE)
+        done.append(f"{delegated} entry points delegated to the worker of their tenant")
+    if run(WORKERS_WITHOUT_WAKEUP).fetchone()[0]:
+        made, failure = run(WAKEUP_ON_WORKERS).fetchone()
+        if not made:
+            raise RuntimeError(f"could not make handoff.relay_wakeup on a worker: {failure}")
+        done.append("relay_wakeup: one on every worker")
     return done
 
 

@@ -11,8 +11,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import uuid
-from collections.abc import Iterator
 from typing import Any
 
 import psycopg
@@ -20,34 +18,17 @@ import pytest
 
 from handoff.core import HandoffClient
 from handoff.core.identity import Credential
-from handoff.core.services import add_service
-from handoff.core.settings import HandoffSettings
 from handoff.migrations.citus import COORDINATOR, DISTRIBUTED, REFERENCE
 from handoff.stack.citus import CitusCluster
 from handoff.stack.local import LocalStack
-
-
-@pytest.fixture(scope="module")
-def cluster(local_stack: LocalStack, migrated: HandoffSettings) -> CitusCluster:
-    if local_stack.citus is None:
-        pytest.fail(
-            f"the stack in {local_stack.layout.home} is not a Citus stack: run this suite "
-            "with make test-citus (HANDOFF_HOME of a home started with --citus 2)",
-            pytrace=False,
-        )
-    return local_stack.citus
-
-
-def _on(url: str, query: str, *args: Any) -> list[tuple[Any, ...]]:
-    with psycopg.connect(url, autocommit=True) as conn:
-        return conn.execute(query, args).fetchall()
+from tests.fix_citus import on
 
 
 def test_the_workers_are_in_and_every_table_is_placed_as_decided(cluster: CitusCluster) -> None:
     coordinator = cluster.coordinator.node_url("handoff")
     assert cluster.workers_active() == len(cluster.workers) >= 2
     placed = dict(
-        _on(
+        on(
             coordinator,
             "SELECT c.relname, p.partmethod FROM pg_dist_partition p"
             "  JOIN pg_class c ON c.oid = p.logicalrelid"
@@ -59,7 +40,7 @@ def test_the_workers_are_in_and_every_table_is_placed_as_decided(cluster: CitusC
     # The coordinator's own tables are not spread (Citus-local at most: method n, no shards
     # elsewhere).
     assert not {t for t in COORDINATOR if placed.get(t) == "h"}
-    colocations = _on(
+    colocations = on(
         coordinator,
         "SELECT count(DISTINCT colocationid) FROM pg_dist_partition p"
         "  JOIN pg_class c ON c.oid = p.logicalrelid"
@@ -74,21 +55,11 @@ def test_every_function_and_role_is_on_every_worker(cluster: CitusCluster) -> No
         "SELECT rolname, rolcanlogin FROM pg_roles"
         " WHERE rolname IN ('handoff', 'handoff_service', 'handoff_reader') ORDER BY 1"
     )
-    [(expected,)] = _on(cluster.coordinator.node_url("handoff"), functions)
-    want_roles = _on(cluster.coordinator.node_url("handoff"), roles)
+    [(expected,)] = on(cluster.coordinator.node_url("handoff"), functions)
+    want_roles = on(cluster.coordinator.node_url("handoff"), roles)
     for worker in cluster.workers:
-        assert _on(worker.node_url("handoff"), functions) == [(expected,)], worker.name
-        assert _on(worker.node_url("handoff"), roles) == want_roles, worker.name
-
-
-@pytest.fixture
-def tenant_services(admin: psycopg.Connection[Any]) -> Iterator[dict[str, Credential]]:
-    tenant = f"t-{uuid.uuid4().hex[:10]}"
-    yield {
-        "creator": add_service(admin, "creator", tenant=tenant, can_create=True),
-        "review": add_service(admin, "review", tenant=tenant),
-        "other": add_service(admin, "other", tenant=f"{tenant}-x", can_create=True),
-    }
+        assert on(worker.node_url("handoff"), functions) == [(expected,)], worker.name
+        assert on(worker.node_url("handoff"), roles) == want_roles, worker.name
 
 
 def test_a_service_on_any_node_proves_its_role_and_reads_no_table(
@@ -115,7 +86,7 @@ def test_a_tenants_unit_stays_on_one_worker_without_two_phase_commit(
     cluster: CitusCluster, tenant_services: dict[str, Credential], admin: psycopg.Connection[Any]
 ) -> None:
     coordinator = cluster.coordinator.node_url("handoff")
-    [(before,)] = _on(coordinator, "SELECT count(*) FROM pg_dist_transaction")
+    [(before,)] = on(coordinator, "SELECT count(*) FROM pg_dist_transaction")
     creator, review = tenant_services["creator"], tenant_services["review"]
     url = cluster.coordinator.app_url()
     with HandoffClient.direct(creator, url) as first, HandoffClient.direct(review, url) as next_:
@@ -127,15 +98,15 @@ def test_a_tenants_unit_stays_on_one_worker_without_two_phase_commit(
                 event_id=f"h-{i}", event_type="handed", document_id=f"doc-{i}",
                 next_owner="creator", status="handed", expected_version=receipt.version,
             )  # fmt: skip
-    [(after,)] = _on(coordinator, "SELECT count(*) FROM pg_dist_transaction")
+    [(after,)] = on(coordinator, "SELECT count(*) FROM pg_dist_transaction")
     assert after == before, "an emit committed on more than one node (two-phase commit)"
-    [(tenant,)] = _on(
+    [(tenant,)] = on(
         coordinator, "SELECT tenant_id FROM handoff.services WHERE db_role = %s", creator.role
     )
-    assert _on(
+    assert on(
         coordinator, "SELECT count(*) FROM handoff.document_history WHERE tenant_id = %s", tenant
     ) == [(40,)]
-    placements = _on(
+    placements = on(
         coordinator,
         "SELECT nodeport FROM citus_shards WHERE shardid ="
         " get_shard_id_for_distribution_column('handoff.document_history', %s::text)",

@@ -6,6 +6,7 @@ Nothing here starts a server: the Citus suite itself runs with ``make test-citus
 
 from __future__ import annotations
 
+import re
 import tarfile
 from pathlib import Path
 
@@ -13,7 +14,14 @@ import pytest
 from rich.console import Console
 
 from handoff.core.errors import PrerequisiteMissing, StackError
-from handoff.migrations.citus import COORDINATOR, DISTRIBUTED, REFERENCE, undecided
+from handoff.migrations.citus import (
+    COORDINATOR,
+    DELEGATED,
+    DISTRIBUTED,
+    NODE_LOCAL,
+    REFERENCE,
+    undecided,
+)
 from handoff.stack import citus_build
 from handoff.stack.citus import CitusNode, socket_dir
 from handoff.stack.layout import Layout, StackSettings
@@ -104,6 +112,14 @@ def test_a_build_made_before_is_used_without_naming_the_source(tmp_path: Path) -
 
 
 def test_every_table_has_exactly_one_placement() -> None:
-    decided = [*DISTRIBUTED, *REFERENCE, *COORDINATOR]
+    decided = [*DISTRIBUTED, *REFERENCE, *COORDINATOR, *NODE_LOCAL]
     assert len(decided) == len(set(decided))
     assert undecided({"document_state", "a_new_table"}) == {"a_new_table"}
+
+
+def test_every_delegated_entry_point_names_its_tenant_first() -> None:
+    """Citus hands a call to the worker by the argument named p_tenant: each delegated
+    function's first parameter, in the family file that defines it."""
+    text = (Path(__file__).resolve().parents[2] / "handoff" / "sql" / "by_tenant.sql").read_text()
+    for name in DELEGATED:
+        assert re.search(rf"FUNCTION handoff\.{name}\(\s*p_tenant text,", text), name

@@ -1,0 +1,2 @@
+DROP FUNCTION handoff.emit_direct_for, handoff.emit_http_for, handoff.credential_tenant,
+              handoff.lock_service_for;

@@ -1,0 +1,214 @@
+"""Delegated calls on Citus: an emit outside a unit is handed whole to the worker that holds
+its tenant (one round trip, one local transaction there), and what that moves to the worker
+(the service lock that keeps a removal from stranding a document) moves with it.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any
+
+import psycopg
+import pytest
+
+from handoff.core.emitter import emit_as, emit_direct, own_tenant
+from handoff.core.errors import ServiceInUse
+from handoff.core.identity import Credential
+from handoff.core.models import CreateRequest, HandoffRequest
+from handoff.core.services import remove_service
+from handoff.core.settings import HandoffSettings
+from handoff.migrations.citus import DELEGATED
+from handoff.stack.citus import CitusCluster, CitusNode
+from tests.fix_citus import on
+
+PUSHED_DOWN = "pushing down the function call"
+WAIT_S = 30
+
+
+def _listening(conn: psycopg.Connection[Any]) -> list[str]:
+    """Citus's planner notes about this session's statements, as they arrive."""
+    notes: list[str] = []
+    conn.add_notice_handler(lambda diag: notes.append(diag.message_primary or ""))
+    conn.execute("SET client_min_messages = debug1")
+    return notes
+
+
+def _worker_of(cluster: CitusCluster, tenant: str) -> CitusNode:
+    [(port,)] = on(
+        cluster.coordinator.node_url("handoff"),
+        "SELECT nodeport FROM citus_shards WHERE shardid ="
+        " get_shard_id_for_distribution_column('handoff.document_state', %s::text)",
+        tenant,
+    )
+    return next(w for w in cluster.workers if w.port == port)
+
+
+def _create(document_id: str, owner: str) -> CreateRequest:
+    return CreateRequest(
+        event_id=str(uuid.uuid4()), document_id=document_id, owner=owner, status="new"
+    )
+
+
+def test_every_delegated_entry_point_is_distributed_by_its_tenant(cluster: CitusCluster) -> None:
+    rows = on(
+        cluster.coordinator.node_url("handoff"),
+        "SELECT p.proname, o.distribution_argument_index, o.force_delegation,"
+        "       o.colocationid = (SELECT colocationid FROM pg_dist_partition"
+        "                          WHERE logicalrelid = 'handoff.document_state'::regclass)"
+        "  FROM pg_dist_object o JOIN pg_proc p ON o.classid = 'pg_proc'::regclass"
+        "   AND o.objid = p.oid WHERE p.proname = ANY(%s)",
+        list(DELEGATED),
+    )
+    assert {name: (index, bool(forced), colocated) for name, index, forced, colocated in rows} == {
+        name: (0, forced, True) for name, forced in DELEGATED.items()
+    }
+    for worker in cluster.workers:  # each node has its own relay wake-up flag
+        assert on(worker.node_url("handoff"), "SELECT waiting FROM handoff.relay_wakeup") == [
+            (False,)
+        ], worker.name
+
+
+def test_an_emit_outside_a_unit_is_handed_whole_to_the_tenants_worker(
+    cluster: CitusCluster,
+    migrated: HandoffSettings,
+    tenant_services: dict[str, Credential],
+) -> None:
+    creator = tenant_services["creator"]
+    coordinator = cluster.coordinator.node_url("handoff")
+    [(before,)] = on(coordinator, "SELECT count(*) FROM pg_dist_transaction")
+    own_url = (
+        f"postgresql://{creator.role}:{creator.secret}@{cluster.coordinator.address()}/handoff"
+    )
+    with psycopg.connect(own_url, autocommit=True) as own:
+        tenant = own_tenant(own)
+        notes = _listening(own)
+        for i in range(6):  # past psycopg's prepare threshold (5): still delegated
+            receipt = emit_direct(own, _create(f"own-{i}", "review"), tenant=tenant)
+            assert receipt.version == 1 and receipt.owner == "review"
+        assert notes.count(PUSHED_DOWN) == 6, notes
+    with psycopg.connect(migrated.database_url, autocommit=True) as api:
+        notes = _listening(api)
+        for i in range(6):  # the API's path: the credential's tenant, learned once
+            emit_as(api, creator, _create(f"api-{i}", "review"))
+        assert notes.count(PUSHED_DOWN) == 6, notes
+    [(after,)] = on(coordinator, "SELECT count(*) FROM pg_dist_transaction")
+    assert after == before, "a delegated emit committed on more than one node"
+    # Each emit is one transaction of the tenant's worker: its history is there.
+    worker = _worker_of(cluster, tenant)
+    assert on(
+        worker.node_url("handoff"),
+        "SELECT count(*) FROM handoff.document_history WHERE tenant_id = %s",
+        tenant,
+    ) == [(12,)]
+
+
+def test_naming_another_tenant_reaches_nothing(
+    cluster: CitusCluster, migrated: HandoffSettings, tenant_services: dict[str, Credential]
+) -> None:
+    creator, other = tenant_services["creator"], tenant_services["other"]
+    address = cluster.coordinator.address()
+    with psycopg.connect(f"postgresql://{other.role}:{other.secret}@{address}/handoff") as conn:
+        other_tenant = own_tenant(conn)
+    own_url = f"postgresql://{creator.role}:{creator.secret}@{address}/handoff"
+    with (
+        psycopg.connect(own_url) as own,
+        pytest.raises(psycopg.errors.InvalidAuthorizationSpecification, match="acts in"),
+    ):
+        own.execute(
+            "SELECT handoff.emit_direct_for(%s, 'create', 'e-x', 'created', 'd-x', NULL, "
+            "NULL, 'other', 'new', NULL, NULL, NULL, NULL, NULL)",
+            (other_tenant,),
+        )
+    with psycopg.connect(migrated.database_url, autocommit=True) as api:
+        [(answer,)] = api.execute(
+            "SELECT handoff.emit_http_for(%s, %s, %s, 'create', 'e-x', 'created', 'd-x', NULL, "
+            "NULL, 'other', 'new', NULL, NULL, NULL, NULL, NULL)",
+            (other_tenant, creator.role, creator.secret_hash),
+        ).fetchall()
+    assert answer["code"] == "Unauthenticated"
+    assert on(
+        cluster.coordinator.node_url("handoff"),
+        "SELECT count(*) FROM handoff.document_state WHERE document_id = 'd-x'",
+    ) == [(0,)]
+
+
+def _until(check: Callable[[], bool], what: str) -> None:
+    deadline = time.monotonic() + WAIT_S
+    while not check():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"not within {WAIT_S} s: {what}")
+        time.sleep(0.05)
+
+
+def test_removing_a_service_waits_for_a_handoff_to_it_in_flight_on_the_worker(
+    cluster: CitusCluster,
+    migrated: HandoffSettings,
+    admin: psycopg.Connection[Any],
+    tenant_services: dict[str, Credential],
+) -> None:
+    """The delegated emit takes the service's lock on the tenant's worker; the removal
+    must wait for it there, then see the document it now owns and refuse."""
+    creator = tenant_services["creator"]
+    own_url = (
+        f"postgresql://{creator.role}:{creator.secret}@{cluster.coordinator.address()}/handoff"
+    )
+    with psycopg.connect(own_url, autocommit=True) as own:
+        tenant = own_tenant(own)
+        emit_direct(own, _create("held", "creator"), tenant=tenant)
+    worker = _worker_of(cluster, tenant).node_url("handoff")
+
+    def waiting() -> int:
+        [(n,)] = on(worker, "SELECT count(*) FROM pg_locks WHERE NOT granted")
+        return int(n)
+
+    release = threading.Event()
+    holding = threading.Event()
+
+    def hold_the_document() -> None:  # the emit then stops inside, its service lock taken
+        with psycopg.connect(migrated.database_url) as conn:
+            conn.execute(
+                "SELECT 1 FROM handoff.document_state WHERE tenant_id = %s"
+                " AND document_id = 'held' FOR UPDATE",
+                (tenant,),
+            )
+            holding.set()
+            release.wait(WAIT_S)
+
+    def hand_to_review() -> Any:
+        with psycopg.connect(own_url, autocommit=True) as conn:
+            return emit_direct(
+                conn,
+                HandoffRequest(
+                    event_id=str(uuid.uuid4()), event_type="handed", document_id="held",
+                    next_owner="review", status="handed", expected_version=1,
+                ),
+                tenant=tenant,
+            )  # fmt: skip
+
+    def remove_review() -> None:
+        with psycopg.connect(migrated.database_url, autocommit=True) as conn:
+            remove_service(conn, "review", tenant=tenant)
+
+    with ThreadPoolExecutor(3) as pool:
+        holder = pool.submit(hold_the_document)
+        try:
+            assert holding.wait(WAIT_S)
+            emit: Future[Any] = pool.submit(hand_to_review)
+            _until(lambda: waiting() >= 1, "the emit waits for the document on the worker")
+            removal = pool.submit(remove_review)
+            _until(lambda: waiting() >= 2, "the removal waits for the emit's service lock")
+            assert not removal.done() and not emit.done()
+        finally:
+            release.set()
+            holder.result(WAIT_S)
+        assert emit.result(WAIT_S).owner == "review"
+        with pytest.raises(ServiceInUse, match="still owns 1 document"):
+            removal.result(WAIT_S)
+    assert admin.execute(
+        "SELECT count(*) FROM handoff.services WHERE tenant_id = %s AND name = 'review'",
+        (tenant,),
+    ).fetchone() == (1,)
