@@ -12,6 +12,7 @@ from rich.console import Console
 
 from benchmarks import (
     audit,
+    citus,
     compare,
     consumer,
     effects,
@@ -516,6 +517,29 @@ def bench_sync(clients: int, seconds: float, rounds: int) -> str:
     )
 
 
+def bench_citus(client_counts: list[int], seconds: float, citus_home: str) -> str:
+    """One PostgreSQL (the default stack home) beside Citus 1+2 (``citus_home``), same run."""
+    from pathlib import Path
+
+    console.print(f"[bold]citus[/bold]: one PostgreSQL beside Citus ({citus_home}), "
+                  f"{seconds:.0f} s per run")  # fmt: skip
+    rows = citus.run(client_counts, seconds, Path(citus_home).absolute(), console)
+    out = LocalStack(console=console).layout.home / "bench"
+    out.mkdir(exist_ok=True)
+    (out / f"citus-{time.strftime('%Y%m%d-%H%M%S')}.json").write_text(
+        json.dumps([asdict(r) for r in rows], indent=2)
+    )
+    return markdown_table(
+        ["measure", "clients", "one PostgreSQL /s", "Citus 1+2 /s", "ratio",
+         "p50 / p99 ms, one", "p50 / p99 ms, Citus", "to a worker per call", "delegated",
+         "two-phase commit"],
+        [[r.measure, r.clients, r.one.tps, r.citus.tps, f"{r.citus.tps / r.one.tps:.2f}x",
+          f"{r.one.p50_ms:.2f} / {r.one.p99_ms:.2f}",
+          f"{r.citus.p50_ms:.2f} / {r.citus.p99_ms:.2f}",
+          f"{r.sent_per_call:.1f}", r.delegated, f"{r.two_phase:.0%}"] for r in rows],
+    )  # fmt: skip
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m benchmarks")
     parser.add_argument(
@@ -525,8 +549,8 @@ def main() -> None:
         help="benchmarks to run: emit, relay, tracker, consumer, effects, audit; "
         "compare (PostgreSQL beside the DynamoDB design), hop (the hop latency taken apart, "
         "--runs times), peer (handoff relay beside Debezium) and sync (synchronous "
-        "replication's cost, on a clustered stack home) "
-        "run only when named",
+        "replication's cost, on a clustered stack home) and citus (one PostgreSQL beside a "
+        "Citus coordinator and 2 workers, --citus-home) run only when named",
     )
     parser.add_argument("--rows", type=int, default=1_000_000, help="relay backlog rows")
     parser.add_argument("--rate", type=float, default=1000.0, help="emits/s for relay latency")
@@ -564,6 +588,12 @@ def main() -> None:
     parser.add_argument("--peer-rows", type=int, default=100_000, help="peer: backlog rows")
     parser.add_argument("--peer-runs", type=int, default=3, help="peer: runs of every scenario")
     parser.add_argument("--hop-lanes", type=int, default=1, help="hop: the consumer's lanes")
+    parser.add_argument(
+        "--citus-home",
+        default=".handoff-citus",
+        help="citus: the Citus stack home (started if it is not running)",
+    )
+    parser.add_argument("--citus-clients", default="8,32", help="citus: emit client counts")
     args = parser.parse_args()
     counts = [int(c) for c in args.clients.split(",")]
     if "emit" in args.which:
@@ -607,6 +637,12 @@ def main() -> None:
         console.print("\n[bold]Strict synchronous replication: emits with and without[/bold]")
         console.print("sync: the standby acknowledges every commit; async: it streams, no "
                       "commit waits; alone: the standby stopped")  # fmt: skip
+        print(table)
+    if "citus" in args.which:
+        table = bench_citus([int(n) for n in args.citus_clients.split(",")], args.seconds,
+                            args.citus_home)  # fmt: skip
+        console.print("\n[bold]One PostgreSQL beside Citus (a coordinator, 2 workers)[/bold]")
+        console.print("on one machine: what the coordinator and distribution cost, not scaling")
         print(table)
     if "audit" in args.which:
         table = bench_audit([int(n) for n in args.audit_sizes.split(",")])

