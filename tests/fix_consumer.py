@@ -217,7 +217,10 @@ class InProcess:
         self.conn = psycopg.connect(info, autocommit=True)  # as the runtime's
         self.reads = psycopg.connect(info, autocommit=True)
         self.config = ConsumerSettings(**{"retry_base_s": 0.0, **config})
-        self.processor = Processor(app, self.conn, self.config, sleep=lambda _: None)
+        # As the runtime does: the consumer's tenant, named by every call of a unit.
+        [(tenant, _)] = self.reads.execute("SELECT * FROM handoff.consumer_whoami()").fetchall()
+        self.processor = Processor(app, self.conn, self.config, sleep=lambda _: None,
+                                   tenant=tenant)  # fmt: skip
         self.decoder = Decoder(settings.schema_registry_url, reader_schema(None))
         self.wire = wire
         self.offset = 0

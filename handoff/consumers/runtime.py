@@ -192,7 +192,9 @@ class Runtime:
     def _reconnect(self) -> None:
         self._close()
         self._conns, self._reads = self._connect()
-        self._lanes = [Processor(self.app, conn, self.config) for conn in self._conns]
+        self._lanes = [
+            Processor(self.app, conn, self.config, tenant=self.tenant) for conn in self._conns
+        ]
         self.processor = self._lanes[0]
 
     # -- Kafka ------------------------------------------------------------------------

@@ -94,8 +94,12 @@ class Processor:
         sleep: Callable[[float], None] = time.sleep,
         speculate: bool = True,
         unit_wrappers: Sequence[UnitWrapper] = (),
+        tenant: str | None = None,
     ) -> None:
         self.app, self.conn, self.config = app, conn, config
+        # The consumer's tenant (runtime.py learns it at connect): every call of a unit
+        # names it, which on Citus keeps the unit on one node (by_tenant.sql).
+        self.tenant = tenant
         self.policy = config.retry_policy()
         self._types = app.event_types
         self.failed: Item | None = None
@@ -125,8 +129,8 @@ class Processor:
         wait_s: float | None = None,
     ) -> None:
         handler = self._handler(item)
-        tx.execute(
-            guards.HOLD,
+        tx.execute(*tx.by_tenant(
+            guards.HOLD, guards.HOLD_FOR,
             {
                 "reason": reason,
                 "event": Jsonb(_identity(item)),
@@ -140,7 +144,7 @@ class Processor:
                 "handler_version": handler.version if handler else None,
                 "wait_s": wait_s,
             },
-        )
+        ))  # fmt: skip
 
     def _handler(self, item: Item) -> Handler | None:
         return self.app.handlers.get(item.event.event_type) if item.event else None
@@ -149,11 +153,13 @@ class Processor:
         """Guard, order and handle ``items`` (all decoded) in ``tx``; one verdict each."""
         set_aside = items[0].kind if len(items) == 1 else None
         if set_aside is not None:
-            taken = tx.execute(guards.TAKE, {"kind": set_aside, "id": items[0].entry}).fetchone()
+            take = {"kind": set_aside, "id": items[0].entry}
+            taken = tx.execute(*tx.by_tenant(guards.TAKE, guards.TAKE_FOR, take)).fetchone()
             if not (taken and taken[0]):
                 return [Verdict.GONE]  # another process of this consumer took it first
         params = {**self._guard_params(items), "reconcile": reconcile}
-        verdicts = [(Verdict(v), d) for v, d in tx.execute(guards.VERDICTS, params).fetchall()]
+        found = tx.execute(*tx.by_tenant(guards.VERDICTS, guards.VERDICTS_FOR, params)).fetchall()
+        verdicts = [(Verdict(v), d) for v, d in found]
         for item, (verdict, detail) in zip(items, verdicts, strict=True):
             assert item.event is not None
             if verdict is Verdict.APPLY:
@@ -189,7 +195,7 @@ class Processor:
         (core/tx.py), so a handler needs no new care.
         """
         assert item.event is not None
-        tx.write(guards.CLAIM, self._guard_params([item]))
+        tx.write(*tx.by_tenant(guards.CLAIM, guards.CLAIM_FOR, self._guard_params([item])))
         try:
             self._apply(tx, item.event, None)
         except Exception as exc:
@@ -238,7 +244,9 @@ class Processor:
         round trips a unit, plus one per statement whose result a handler reads.
         """
         try:
-            return transact(self.conn, lambda tx: self._unit(tx, items, reconcile))
+            return transact(
+                self.conn, lambda tx: self._unit(tx, items, reconcile), tenant=self.tenant
+            )
         except StillWaiting:
             return [Verdict.WAITING]
 
@@ -255,7 +263,7 @@ class Processor:
     def _claimed_unit(self, item: Item) -> list[Verdict] | None:
         """The one-round-trip unit; None when the claim refused and the long way decides."""
         try:
-            return transact(self.conn, lambda tx: self.claim_unit(tx, item))
+            return transact(self.conn, lambda tx: self.claim_unit(tx, item), tenant=self.tenant)
         except Exception as exc:
             # UnitRolledBack: a handler swallowed an error, perhaps the claim's;
             # the long way tells which.
@@ -312,10 +320,11 @@ class Processor:
 
         def record(tx: HandoffTx) -> None:
             if item.kind == "parked":
-                tx.execute(guards.TAKE, {"kind": "parked", "id": item.entry})
+                tx.execute(*tx.by_tenant(guards.TAKE, guards.TAKE_FOR,
+                                         {"kind": "parked", "id": item.entry}))  # fmt: skip
             self._hold(tx, "quarantine", item, category=category, error=error, attempts=attempts)
 
-        transact(self.conn, record)
+        transact(self.conn, record, tenant=self.tenant)
         metrics.EVENTS.labels(self.app.name, Verdict.QUARANTINED.outcome).inc()
         log.error("%s: quarantined %s: %s: %s", self.app.name, _where(item), category, error)
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, LiteralString
 
 import orjson
 import psycopg
@@ -36,6 +36,17 @@ PING = "SELECT 1"
 
 # SQLSTATEs a retry of the identical request can cure.
 RETRYABLE = (pg.SerializationFailure, pg.DeadlockDetected, pg.LockNotAvailable)
+
+
+def by_tenant(
+    plain: LiteralString, named: LiteralString, params: dict[str, Any], tenant: str | None
+) -> tuple[LiteralString, dict[str, Any]]:
+    """The statement that names the caller's ``tenant`` (handoff/sql/by_tenant.sql) with its
+    parameters when the tenant is known, else ``plain``: on Citus the named one is handed
+    whole to the tenant's worker."""
+    if tenant is None:
+        return plain, params
+    return named, {**params, "tenant": tenant}
 
 
 def _primary(exc: psycopg.Error) -> str:

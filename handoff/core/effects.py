@@ -18,7 +18,7 @@ from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
 
 from handoff.core import effects_sql as q
-from handoff.core.db import translated
+from handoff.core.db import by_tenant, translated
 from handoff.core.errors import EffectNotFound, EffectNotUnresolved, InvalidRequest
 
 STATES = ("intended", "claimed", "submitted", "succeeded", "failed", "unknown")
@@ -60,7 +60,10 @@ def intend(
     run_id: int,
     request: dict[str, Any],
     business_key: str | None = None,
+    tenant: str | None = None,
 ) -> Intent:
+    """Record an effect intent in the connection's unit; naming the consumer's ``tenant``
+    when known (on Citus the call then runs on the tenant's worker)."""
     params = {
         "event_id": event_id,
         "effect": effect,
@@ -70,7 +73,7 @@ def intend(
         "business_key": business_key,
     }
     with translated():
-        row = conn.execute(q.INTEND, params).fetchone()
+        row = conn.execute(*by_tenant(q.INTEND, q.INTEND_FOR, params, tenant)).fetchone()
     assert row is not None  # the function answers one row or raises
     return Intent(*row)
 
@@ -84,6 +87,7 @@ def start_workflow(
     run_id: int,
     event_id: str,
     input: dict[str, Any],
+    tenant: str | None = None,
 ) -> WorkflowRun:
     params = {
         "workflow": workflow,
@@ -94,7 +98,9 @@ def start_workflow(
         "input": Jsonb(input),
     }
     with translated():
-        row = conn.execute(q.WORKFLOW_START, params).fetchone()
+        row = conn.execute(
+            *by_tenant(q.WORKFLOW_START, q.WORKFLOW_START_FOR, params, tenant)
+        ).fetchone()
     assert row is not None
     return WorkflowRun(*row)
 

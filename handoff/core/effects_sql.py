@@ -13,6 +13,13 @@ SELECT id, idempotency_key, state, created, event_id, business_key
                              %(request)s, %(business_key)s)
 """
 
+# The same, naming the unit's tenant (handed to its worker on Citus: by_tenant.sql).
+INTEND_FOR = """
+SELECT id, idempotency_key, state, created, event_id, business_key
+  FROM handoff.effect_intend_for(%(tenant)s, %(event_id)s, %(effect)s, %(document_id)s,
+                                 %(run_id)s, %(request)s, %(business_key)s)
+"""
+
 CLAIM = """
 SELECT id, effect, idempotency_key, request, document_id, run_id, event_id, claim, attempts,
        lookups, needs_lookup, submitted, recovered
@@ -31,6 +38,12 @@ WORKFLOW_START = """
 SELECT execution_name, started_at, created
   FROM handoff.workflow_start(%(workflow)s, %(name)s, %(document_id)s, %(run_id)s,
                               %(event_id)s, %(input)s)
+"""
+
+WORKFLOW_START_FOR = """
+SELECT execution_name, started_at, created
+  FROM handoff.workflow_start_for(%(tenant)s, %(workflow)s, %(name)s, %(document_id)s,
+                                  %(run_id)s, %(event_id)s, %(input)s)
 """
 
 # -- operators (admin role) --------------------------------------------------------
@@ -56,9 +69,10 @@ SELECT {COLUMNS}
 
 SHOW = f"SELECT {COLUMNS}, request, outcome FROM handoff.effect_intents WHERE id = %(id)s"
 
+# By time, then id: see quarantine_sql.AUDIT.
 HISTORY = """
 SELECT at, actor, from_state, to_state, detail FROM handoff.effect_history
- WHERE intent_id = %(id)s ORDER BY id
+ WHERE intent_id = %(id)s ORDER BY at, id
 """
 
 # A person names an intent by id; its tenant is looked up first, so that the

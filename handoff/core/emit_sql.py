@@ -32,6 +32,9 @@ EMIT_HTTP_FOR = (
     f"{_ARGS})"
 )
 
+# A unit's next emit, not awaited, naming the unit's tenant (handed to its worker on Citus).
+EMIT_DIRECT_OR_RAISE_FOR = f"SELECT handoff.emit_direct_or_raise_for(%(tenant)s::text, {_ARGS})"
+
 # Learned once per credential: the tenant a client names on its calls.
 OWN_TENANT = "SELECT tenant_id FROM handoff.consumer_whoami()"
 CREDENTIAL_TENANT = (

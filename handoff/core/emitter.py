@@ -19,7 +19,7 @@ import psycopg
 from psycopg.types.json import Jsonb
 
 from handoff.core import emit_sql as q
-from handoff.core.db import translated
+from handoff.core.db import by_tenant, translated
 from handoff.core.errors import InvalidRequest
 from handoff.core.identity import Caller, Credential
 from handoff.core.models import (
@@ -125,9 +125,12 @@ def emit_with(
     run: Callable[[LiteralString, dict[str, Any]], psycopg.Cursor[Any]],
     request: Request,
     document_id: str | None = None,
+    tenant: str | None = None,
 ) -> Receipt | Rejection:
-    """Emit through ``run`` (a connection's or a unit's statement runner), in its transaction."""
-    row = run(q.EMIT_DIRECT, params(request, document_id)).fetchone()
+    """Emit through ``run`` (a connection's or a unit's statement runner), in its
+    transaction; naming the service's ``tenant`` when known."""
+    statement = by_tenant(q.EMIT_DIRECT, q.EMIT_DIRECT_FOR, params(request, document_id), tenant)
+    row = run(*statement).fetchone()
     assert row is not None
     return outcome(row[0])
 
@@ -151,12 +154,7 @@ def emit_in(
     """Emit as the service this connection logged in as, in the connection's transaction;
     naming its ``tenant`` (``own_tenant``) when known."""
     with translated():
-        if tenant is None:
-            return emit_with(conn.execute, request, document_id)
-        row = conn.execute(q.EMIT_DIRECT_FOR, {**params(request, document_id), "tenant": tenant})
-        found = row.fetchone()
-    assert found is not None
-    return outcome(found[0])
+        return emit_with(conn.execute, request, document_id, tenant)
 
 
 def emit_direct(

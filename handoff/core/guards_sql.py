@@ -18,6 +18,14 @@ SELECT verdict, detail
 # to be applied now: sent with the handler's writes and the COMMIT (consumer_claim).
 CLAIM = "SELECT handoff.consumer_claim(%(events)s, %(types)s, %(owner)s)"
 
+# The same, naming the consumer's tenant: on Citus each is one call handed to the
+# tenant's worker, inside the unit too (handoff/sql/by_tenant.sql).
+VERDICTS_FOR = """
+SELECT verdict, detail
+  FROM handoff.consumer_begin_for(%(tenant)s, %(events)s, %(types)s, %(owner)s, %(reconcile)s)
+"""
+CLAIM_FOR = "SELECT handoff.consumer_claim_for(%(tenant)s, %(events)s, %(types)s, %(owner)s)"
+
 HOLD = """
 SELECT handoff.consumer_hold(%(reason)s, %(event)s, %(key)s, %(value)s, %(headers)s,
                              %(category)s, %(error)s, %(attempts)s, %(handler)s,
@@ -30,7 +38,14 @@ SELECT kind, id, topic, kafka_partition, kafka_offset, message_key, message_valu
   FROM handoff.consumer_due(%(limit)s)
 """
 
+HOLD_FOR = """
+SELECT handoff.consumer_hold_for(%(tenant)s, %(reason)s, %(event)s, %(key)s, %(value)s,
+                                 %(headers)s, %(category)s, %(error)s, %(attempts)s,
+                                 %(handler)s, %(handler_version)s, %(wait_s)s)
+"""
+
 TAKE = "SELECT handoff.consumer_take(%(kind)s, %(id)s)"
+TAKE_FOR = "SELECT handoff.consumer_take_for(%(tenant)s, %(kind)s, %(id)s)"
 
 PENDING = "SELECT quarantined, parked, oldest_s FROM handoff.consumer_pending()"
 

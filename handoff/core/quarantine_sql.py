@@ -23,9 +23,12 @@ SELECT id, tenant_id, consumer, event_id, event_type, document_id, run_id, versi
  WHERE id = %(id)s
 """
 
+# By time, then id: on Citus an entry's trail is written on two kinds of node (its
+# consumer's calls on the tenant's worker, an operator's on the coordinator), and ids
+# drawn on different nodes come from different ranges (docs/scaling.md).
 AUDIT = """
 SELECT at, actor, action, detail FROM handoff.quarantine_audit
- WHERE quarantine_id = %(id)s ORDER BY id
+ WHERE quarantine_id = %(id)s ORDER BY at, id
 """
 
 # An operator names an entry by id; its tenant is looked up first, so that the

@@ -39,7 +39,7 @@ from psycopg import pq
 from handoff.core import effects
 from handoff.core import emit_sql as q
 from handoff.core.calls import Calls
-from handoff.core.db import raise_if_lost, translated
+from handoff.core.db import by_tenant, raise_if_lost, translated
 from handoff.core.emitter import Request, emit_with, params
 from handoff.core.errors import (
     ConfigurationError,
@@ -98,8 +98,12 @@ class Handled(Protocol):
 class HandoffTx(Calls[Receipt | Rejection]):
     """One open unit on a connection logged in as a service's own role."""
 
-    def __init__(self, conn: psycopg.Connection[Any]) -> None:
+    def __init__(self, conn: psycopg.Connection[Any], tenant: str | None = None) -> None:
         self.conn = conn
+        # The service's tenant, when the caller knows it (a consumer does): every call
+        # then names it, and on Citus each is handed to the tenant's worker, keeping the
+        # unit on one connection to one node (handoff/sql/by_tenant.sql).
+        self.tenant = tenant
         self._wire = Wire(conn)
         # None: every effect and workflow start this consumer declares. A
         # replay sets the manifest's list: anything else is recorded as
@@ -108,6 +112,12 @@ class HandoffTx(Calls[Receipt | Rejection]):
         self.status = TxStatus.ACTIVE
         self.receipts: list[Receipt] = []
         self.rejections: list[Rejection] = []
+
+    def by_tenant(
+        self, plain: LiteralString, named: LiteralString, params: dict[str, Any]
+    ) -> tuple[LiteralString, dict[str, Any]]:
+        """``named`` with this unit's tenant when it is known, else ``plain`` (core/db.py)."""
+        return by_tenant(plain, named, params, self.tenant)
 
     def _active(self) -> None:
         if self.status is not TxStatus.ACTIVE:
@@ -151,7 +161,7 @@ class HandoffTx(Calls[Receipt | Rejection]):
         # after it; they still go before the commit.
         # Before BEGIN: BEGIN, the deferred writes (a consumer's claim) and the
         # emit go in one message.
-        result = emit_with(self._wire.now, request, document_id)
+        result = emit_with(self._wire.now, request, document_id, self.tenant)
         if isinstance(result, Receipt):
             self.receipts.append(result)
         else:
@@ -230,7 +240,10 @@ class HandoffTx(Calls[Receipt | Rejection]):
         if wait:
             return self.emit(**fields)
         self._active()
-        self._wire.write(q.EMIT_DIRECT_OR_RAISE, params(validated(HandoffRequest, **fields)))
+        self._wire.write(*self.by_tenant(
+            q.EMIT_DIRECT_OR_RAISE, q.EMIT_DIRECT_OR_RAISE_FOR,
+            params(validated(HandoffRequest, **fields)),
+        ))  # fmt: skip
         return None
 
     def intend(
@@ -262,6 +275,7 @@ class HandoffTx(Calls[Receipt | Rejection]):
             run_id=run_id,
             request=request,
             business_key=business_key,
+            tenant=self.tenant,
         )
 
     def start_workflow(
@@ -285,6 +299,7 @@ class HandoffTx(Calls[Receipt | Rejection]):
             run_id=run_id,
             event_id=event_id,
             input=input,
+            tenant=self.tenant,
         )
 
     def _refused(self, event_id: str, capability: str) -> bool:
@@ -319,7 +334,7 @@ class HandoffTx(Calls[Receipt | Rejection]):
 
 
 @contextmanager
-def handoff_tx(conn: psycopg.Connection[Any]) -> Iterator[HandoffTx]:
+def handoff_tx(conn: psycopg.Connection[Any], tenant: str | None = None) -> Iterator[HandoffTx]:
     """A unit of work on ``conn`` (none open); rolls back unless committed.
 
     On an autocommit connection the unit sends BEGIN and COMMIT itself (see above).
@@ -330,7 +345,7 @@ def handoff_tx(conn: psycopg.Connection[Any]) -> Iterator[HandoffTx]:
         raise DatabaseUnavailable("the database connection is gone; reconnect")
     if conn.info.transaction_status is not pq.TransactionStatus.IDLE:
         raise ConfigurationError("handoff_tx needs a connection with no transaction open")
-    tx = HandoffTx(conn)
+    tx = HandoffTx(conn, tenant)
     try:
         yield tx
     finally:
@@ -344,14 +359,16 @@ def transact(
     work: Callable[[HandoffTx], T],
     *,
     policy: RetryPolicy = CONFLICTS,
+    tenant: str | None = None,
 ) -> T:
-    """Run ``work`` in a unit and commit it; retry the whole unit on conflicts."""
+    """Run ``work`` in a unit (of the service's ``tenant``, when known) and commit it; retry
+    the whole unit on conflicts."""
 
     def once() -> T:
         # translated() around the whole unit, not only each statement: in
         # pipeline mode a statement's error (a lock timeout) surfaces when its
         # result is read, which may be outside the statement's own call.
-        with handoff_tx(conn) as tx, translated():
+        with handoff_tx(conn, tenant) as tx, translated():
             result = work(tx)
             if tx.status is TxStatus.ACTIVE:
                 tx.commit()

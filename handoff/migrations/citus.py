@@ -30,11 +30,10 @@ The decisions (docs/scaling.md explains them for operators):
 
 Delegation: the entry points that name their tenant (handoff/sql/by_tenant.sql)
 are distributed with the tenant as their distribution argument, co-located with
-``document_state``; a call outside an explicit transaction is handed whole to
-the worker that holds the tenant (one round trip, one local transaction). A
-call inside a consumer's unit is not delegated (Citus delegates only a call
-that is the whole transaction); its statements are routed one by one to the
-same worker, still one node's transaction.
+``document_state``, and forced: a call is handed whole to the worker that holds
+the tenant, outside a transaction (one round trip, one local transaction there)
+and inside a consumer's unit (one round trip each, on the session's one
+connection to that worker, so the unit commits on one node).
 
 Keys: Citus needs a distributed table's unique keys to include ``tenant_id``.
 The tables whose key is a bare identity ``id`` get ``(tenant_id, id)`` here,
@@ -87,9 +86,14 @@ COORDINATOR = (
 )
 NODE_LOCAL = ("relay_wakeup",)
 
-# Entry points handed to the worker of their tenant, by their tenant argument (each
-# names it p_tenant); True: inside an explicit transaction too (force_delegation).
-DELEGATED = {"emit_direct_for": False, "emit_http_for": False, "lock_service_for": True}
+# Entry points handed to the worker of their tenant by their tenant argument (each names
+# it p_tenant), also inside an explicit transaction (force_delegation): a consumer's unit
+# and a service's removal. by_tenant.sql says why a unit needs it.
+DELEGATED = (
+    "emit_direct_for", "emit_http_for", "lock_service_for", "consumer_begin_for",
+    "consumer_claim_for", "consumer_hold_for", "consumer_take_for", "effect_intend_for",
+    "workflow_start_for", "emit_direct_or_raise_for",
+)  # fmt: skip
 
 # Before distribution: unique keys and foreign keys that name the tenant.
 KEYS = """
@@ -148,15 +152,14 @@ UNPROPAGATED = "SELECT count(*)" + _UNPROPAGATED
 PROPAGATE = "SELECT create_distributed_function(p.oid::regprocedure)" + _UNPROPAGATED
 _UNDELEGATED = f"""
   FROM pg_proc p JOIN pg_dist_object o ON o.classid = 'pg_proc'::regclass AND o.objid = p.oid
- WHERE p.pronamespace = 'handoff'::regnamespace AND o.distribution_argument_index IS NULL
+ WHERE p.pronamespace = 'handoff'::regnamespace
+   AND (o.distribution_argument_index IS NULL OR NOT coalesce(o.force_delegation, false))
    AND p.proname IN ({", ".join(f"'{name}'" for name in DELEGATED)})
 """
 UNDELEGATED = "SELECT count(*)" + _UNDELEGATED
-_FORCED = ", ".join(f"'{name}'" for name, forced in DELEGATED.items() if forced)
 DELEGATE = (
     "SELECT create_distributed_function(p.oid::regprocedure, 'p_tenant',"
-    " colocate_with => 'handoff.document_state',"
-    f" force_delegation => p.proname IN ({_FORCED}))" + _UNDELEGATED
+    " colocate_with => 'handoff.document_state', force_delegation => true)" + _UNDELEGATED
 )
 # The wake-up flag on each worker, made as on the coordinator (0001_contract) and
 # owned by the same role; idempotent, so a worker added later gets it at the next

@@ -303,7 +303,8 @@ class Replayer:
         config = ConsumerSettings()
         recording = _Recording(self.name, _Allowed(self.name, m.allowed_capabilities))
         # Every verdict is recorded, so each is read first: no speculative claims.
-        processor = Processor(self.app, conn, config, speculate=False, unit_wrappers=[recording])
+        processor = Processor(self.app, conn, config, speculate=False, unit_wrappers=[recording],
+                              tenant=tenant)  # fmt: skip
         decoder = Decoder(self.settings.schema_registry_url, reader_schema(None))
         ends = {r.partition: r.end for r in m.ranges}
         nexts = {r.partition: max(r.start, int(checkpoint.get(str(r.partition), r.start)))

@@ -28,7 +28,7 @@ HISTORY = """
 SELECT h.intent_id, h.actor, h.from_state, h.to_state, h.detail
   FROM handoff.effect_history h JOIN handoff.effect_intents i
     ON i.tenant_id = h.tenant_id AND i.id = h.intent_id
- WHERE i.tenant_id = %(tenant)s AND i.document_id = %(doc)s ORDER BY h.id
+ WHERE i.tenant_id = %(tenant)s AND i.document_id = %(doc)s ORDER BY h.at, h.id
 """
 QUARANTINE = """
 SELECT id, event_id, category, status, attempts FROM handoff.quarantine

@@ -99,7 +99,8 @@ class Rehearsal:
 
     def processor(self) -> Processor:
         config = ConsumerSettings(retry_base_s=0.0, max_deliveries=3)
-        return Processor(self.app, self._service_conn(PAYMENTS), config, sleep=lambda _: None)
+        return Processor(self.app, self._service_conn(PAYMENTS), config, sleep=lambda _: None,
+                         tenant=self.tenant)  # fmt: skip
 
     def executor(self) -> Executor:
         config = EffectSettings(retry_base_s=0.0, retry_max_s=0.0, lease_s=30)

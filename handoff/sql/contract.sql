@@ -435,20 +435,25 @@ BEGIN
     IF p_next_owner IS NOT NULL AND (p_kind <> 'handoff' OR p_next_owner <> p_service)
        AND (p_claimed_sender IS NULL OR p_claimed_sender = p_service) THEN
         PERFORM pg_advisory_xact_lock_shared(handoff._service_lock(p_tenant, p_next_owner));
+        -- Two statements: on Citus a call forced to the tenant's worker may only run
+        -- statements routed by its tenant, which one reading the reference table of
+        -- services together with receipts is not (by_tenant.sql).
         IF NOT EXISTS (SELECT 1 FROM handoff.services
-                        WHERE tenant_id = p_tenant AND name = p_next_owner)
-           -- an identical retry of an accepted request still gets its receipt
-           AND NOT EXISTS (SELECT 1 FROM handoff.receipts
+                        WHERE tenant_id = p_tenant AND name = p_next_owner) THEN
+            -- an identical retry of an accepted request still gets its receipt
+            IF NOT EXISTS (SELECT 1 FROM handoff.receipts
                             WHERE tenant_id = p_tenant AND event_id = p_event_id) THEN
-            RETURN handoff._reject(p_tenant, p_service, jsonb_build_object(
-                    'eventId', p_event_id, 'eventType', p_event_type,
-                    'documentId', p_document_id, 'runId', p_run_id, 'nextOwner', p_next_owner,
-                    'status', p_status, 'expectedVersion', p_expected_version),
-                'UnknownOwner',
-                format('%s is not a service of tenant %s; register it first '
-                       '(handoff service add %s --tenant %s)',
-                       p_next_owner, p_tenant, p_next_owner, p_tenant),
-                NULL, NULL);
+                RETURN handoff._reject(p_tenant, p_service, jsonb_build_object(
+                        'eventId', p_event_id, 'eventType', p_event_type,
+                        'documentId', p_document_id, 'runId', p_run_id,
+                        'nextOwner', p_next_owner, 'status', p_status,
+                        'expectedVersion', p_expected_version),
+                    'UnknownOwner',
+                    format('%s is not a service of tenant %s; register it first '
+                           '(handoff service add %s --tenant %s)',
+                           p_next_owner, p_tenant, p_next_owner, p_tenant),
+                    NULL, NULL);
+            END IF;
         END IF;
     END IF;
     RETURN handoff._emit_contract(p_tenant, p_service, p_can_create, p_kind, p_claimed_sender,

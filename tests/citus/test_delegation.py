@@ -14,13 +14,16 @@ from typing import Any
 
 import psycopg
 import pytest
+from psycopg.types.json import Jsonb
 
+from handoff.core import guards_sql as guards
 from handoff.core.emitter import emit_as, emit_direct, own_tenant
 from handoff.core.errors import ServiceInUse
 from handoff.core.identity import Credential
 from handoff.core.models import CreateRequest, HandoffRequest
 from handoff.core.services import remove_service
 from handoff.core.settings import HandoffSettings
+from handoff.core.tx import HandoffTx, transact
 from handoff.migrations.citus import DELEGATED
 from handoff.stack.citus import CitusCluster, CitusNode
 from tests.fix_citus import on
@@ -64,7 +67,7 @@ def test_every_delegated_entry_point_is_distributed_by_its_tenant(cluster: Citus
         list(DELEGATED),
     )
     assert {name: (index, bool(forced), colocated) for name, index, forced, colocated in rows} == {
-        name: (0, forced, True) for name, forced in DELEGATED.items()
+        name: (0, True, True) for name in DELEGATED
     }
     for worker in cluster.workers:  # each node has its own relay wake-up flag
         assert on(worker.node_url("handoff"), "SELECT waiting FROM handoff.relay_wakeup") == [
@@ -211,4 +214,87 @@ def test_removing_a_service_waits_for_a_handoff_to_it_in_flight_on_the_worker(
     assert admin.execute(
         "SELECT count(*) FROM handoff.services WHERE tenant_id = %s AND name = 'review'",
         (tenant,),
+    ).fetchone() == (1,)
+
+
+APP_TABLE = """
+CREATE SCHEMA IF NOT EXISTS citus_app;
+CREATE TABLE IF NOT EXISTS citus_app.done (tenant_id text NOT NULL, document_id text NOT NULL);
+GRANT USAGE ON SCHEMA citus_app TO handoff_service;
+GRANT INSERT ON citus_app.done TO handoff_service
+"""
+DISTRIBUTE_APP_TABLE = """
+SELECT create_distributed_table('citus_app.done', 'tenant_id',
+                                colocate_with => 'handoff.document_state')
+ WHERE NOT EXISTS (SELECT 1 FROM pg_dist_partition
+                    WHERE logicalrelid = 'citus_app.done'::regclass)
+"""
+
+
+def _unit(document_id: str) -> Callable[[HandoffTx], None]:
+    """A consumer's unit as the runtime sends it: the guard, the service's own write
+    (as the service), an effect intent and the next emit (Handoff's functions)."""
+
+    def work(tx: HandoffTx) -> None:
+        event_id = str(uuid.uuid4())
+        event = {"eventId": event_id, "fingerprint": "00",
+                 "documentId": document_id, "runId": 1, "version": 1}  # fmt: skip
+        guard = {"events": Jsonb([event]), "types": ["created"], "owner": None,
+                 "reconcile": False}  # fmt: skip
+        [(verdict, _)] = tx.execute(
+            *tx.by_tenant(guards.VERDICTS, guards.VERDICTS_FOR, guard)
+        ).fetchall()
+        assert verdict == "apply"
+        tx.execute(
+            "INSERT INTO citus_app.done (tenant_id, document_id) VALUES (%s, %s)",
+            (tx.tenant or _tenant_of(tx), document_id),
+        )
+        tx.intend(event_id=event_id, effect="charge", document_id=document_id,
+                  run_id=1, request={"amount": 1})  # fmt: skip
+        tx.emit(event_id=str(uuid.uuid4()), event_type="reviewed", document_id=document_id,
+                next_owner="creator", status="reviewed", expected_version=1)  # fmt: skip
+
+    return work
+
+
+def _tenant_of(tx: HandoffTx) -> str:
+    [(tenant, _)] = tx.conn.execute("SELECT * FROM handoff.consumer_whoami()").fetchall()
+    return str(tenant)
+
+
+def test_a_consumers_unit_with_its_own_write_commits_on_the_tenants_worker_alone(
+    cluster: CitusCluster,
+    admin: psycopg.Connection[Any],
+    tenant_services: dict[str, Credential],
+) -> None:
+    """Every call of the unit names its tenant and is handed to the worker on the unit's
+    one connection there, beside the service's own write: one node, one-phase commit.
+    The same unit calling the functions without the tenant runs them on the coordinator as
+    their owner, a second connection that Citus refuses beside the service's write."""
+    for statement in filter(str.strip, APP_TABLE.split(";")):
+        admin.execute(statement)
+    admin.execute(DISTRIBUTE_APP_TABLE)
+    creator, review = tenant_services["creator"], tenant_services["review"]
+    address = cluster.coordinator.address()
+    with psycopg.connect(f"postgresql://{creator.role}:{creator.secret}@{address}/handoff",
+                         autocommit=True) as own:  # fmt: skip
+        tenant = own_tenant(own)
+        for doc in ("named", "unnamed"):
+            emit_direct(own, _create(doc, "review"), tenant=tenant)
+    coordinator = cluster.coordinator.node_url("handoff")
+    [(before,)] = on(coordinator, "SELECT count(*) FROM pg_dist_transaction")
+    url = f"postgresql://{review.role}:{review.secret}@{address}/handoff"
+    with psycopg.connect(url, autocommit=True) as conn:
+        transact(conn, _unit("named"), tenant=tenant)
+        with pytest.raises(psycopg.Error, match="different user"):
+            transact(conn, _unit("unnamed"))
+    [(after,)] = on(coordinator, "SELECT count(*) FROM pg_dist_transaction")
+    assert after == before, "the unit committed on more than one node (two-phase commit)"
+    assert admin.execute(
+        "SELECT owner, version FROM handoff.document_state WHERE tenant_id = %s"
+        " AND document_id = 'named'",
+        (tenant,),
+    ).fetchone() == ("creator", 2)
+    assert admin.execute(
+        "SELECT count(*) FROM citus_app.done WHERE tenant_id = %s", (tenant,)
     ).fetchone() == (1,)

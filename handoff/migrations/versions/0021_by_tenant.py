@@ -1,7 +1,8 @@
-"""Entry points that name their tenant (handoff/sql/by_tenant.sql): emit_direct_for and
-emit_http_for, which the clients and the API call with the tenant they learned once. On
-Citus the tenant is their distribution argument (migrations/citus.py), so an emit is one
-call delegated to the worker that holds the tenant.
+"""Entry points that name their tenant (handoff/sql/by_tenant.sql): the emits and every
+call of a consumer's unit, which clients, the API and consumers call with the tenant they
+learned once. On Citus the tenant is their distribution argument (migrations/citus.py), so
+each call is handed whole to the worker that holds the tenant, inside a unit too. _emit
+checks an unknown next owner in two statements (one only routed by its tenant).
 """
 
 from handoff.migrations.helpers import apply_family, sql_steps
@@ -13,6 +14,9 @@ _upgrade_sql, _downgrade_sql = sql_steps(__file__)
 
 
 def upgrade() -> None:
+    # The contract's _emit as of this revision; 0020 applies the same file, so a
+    # downgrade leaves it (the two statements behave as the one did).
+    apply_family("contract")
     apply_family("by_tenant")
     _upgrade_sql()
 

@@ -238,7 +238,7 @@ def test_a_poison_event_is_quarantined_its_document_waits_others_flow_and_a_retr
     assert entry["status"] == "resolved"
     trail = admin.execute(
         "SELECT actor, action, detail FROM handoff.quarantine_audit WHERE quarantine_id = %s"
-        " ORDER BY id",
+        " ORDER BY at, id",  # as handoff quarantine show reads it (quarantine_sql.AUDIT)
         (entry["id"],),
     ).fetchall()
     assert [a for _, a, _ in trail] == ["quarantined", "retry requested", "resolved"]

@@ -40,7 +40,7 @@ class Starter:
         )
         config = ConsumerSettings(retry_base_s=0.0)
         self.processor = Processor(
-            self.app, r._service_conn(PAYMENTS), config, sleep=lambda _: None
+            self.app, r._service_conn(PAYMENTS), config, sleep=lambda _: None, tenant=r.tenant
         )
 
     def create(self, status: str) -> tuple[str, dict[str, Any]]:
