@@ -7,8 +7,10 @@ What an emit and a consumer's one-event unit cost when the tables are spread by 
 - emit, pgbench driver: the emit function called in a join with the services table (the
   credential looked up in the same statement), a form Citus cannot hand over, so each
   of the emit's statements is routed to the worker one by one;
-- the consumer's guarded unit of one event (benchmarks/consumer.py's pgbench script):
-  an explicit transaction, never delegated, its statements routed to the tenant's worker.
+- the consumer's guarded unit of one event (benchmarks/consumer.py's pgbench script, as
+  the runtime sends it: the guard naming the tenant, then the service's own INSERT): an
+  explicit transaction whose Handoff call Citus hands to the tenant's worker inside it,
+  beside the INSERT on the same connection.
 
 For each, the statements the coordinator sent to a worker per call (Citus's own counters,
 ``citus_stat_counters``, over a sample of calls outside the timed runs) and whether any
@@ -34,6 +36,7 @@ from typing import Any
 
 import psycopg
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
+from psycopg.types.json import Jsonb
 from rich.console import Console
 
 from benchmarks import emit, emit_pgbench, pgbench
@@ -55,17 +58,21 @@ SELECT coalesce(sum(query_execution_single_shard + query_execution_multi_shard),
   FROM citus_stat_counters WHERE name = current_database()
 """
 TWO_PHASE = "SELECT count(*) FROM pg_dist_transaction"
-# The benchmark's effect table, distributed by tenant but not co-located with Handoff's
-# tables: in a unit, Handoff's functions write as their owner (SECURITY DEFINER) and the
-# handler as the service, two users, so two connections to the worker, and Citus refuses
-# a second user on placements of the same co-location group that the first one modified
-# in the transaction. Apart, the unit commits both connections with two-phase commit,
-# which the table shows (docs/scaling.md, "A consumer's own tables").
+# The benchmark's effect table beside the tenant's guard rows, as a consumer's own tables
+# are on Citus: distributed by tenant, co-located (docs/scaling.md).
 DISTRIBUTE_EFFECTS = """
-SELECT create_distributed_table('handoff_bench.effects', 'tenant_id', colocate_with => 'none')
+SELECT create_distributed_table('handoff_bench.effects', 'tenant_id',
+                                colocate_with => 'handoff.document_state')
  WHERE NOT EXISTS (SELECT 1 FROM pg_dist_partition
                     WHERE logicalrelid = 'handoff_bench.effects'::regclass)
 """
+# The guarded unit as the runtime sends it on Citus: the guard names the tenant, and its
+# arguments are constants (no random() inside: a forced call is handed over only then).
+GUARDED_FOR = "\\set e random(1, 1000000000000)\n" + GUARDED.replace(
+    "handoff.consumer_begin(", "handoff.consumer_begin_for(:tenant, "
+).replace("md5(random()::text)", "'e-' || :e")
+assert "consumer_begin_for" in GUARDED_FOR and "random()" not in GUARDED_FOR
+
 # The pgbench driver's statement (emit_pgbench.SCRIPT), for the round-trip sample.
 ROUTED_EMIT = """
 SELECT r FROM handoff.services s
@@ -173,7 +180,7 @@ class Tenant:
 
     def guarded_unit(self, clients: int, seconds: float) -> pgbench.PgbenchResult:
         with tempfile.NamedTemporaryFile("w", suffix=".sql", delete=False) as script:
-            script.write(GUARDED.format(documents=100_000))
+            script.write(GUARDED_FOR.format(documents=100_000))
         try:
             database = str(conninfo_to_dict(self.side.database_url)["dbname"])
             return pgbench.run_script(
@@ -243,12 +250,12 @@ class Tenant:
 
         def unit(n: int) -> None:
             with unit_conn.transaction():
+                event = {"eventId": str(uuid.uuid4()), "fingerprint": "00",
+                         "documentId": f"u-{n}", "runId": 1, "version": 1}  # fmt: skip
                 unit_conn.execute(
-                    "SELECT verdict FROM handoff.consumer_begin(jsonb_build_array("
-                    "jsonb_build_object('eventId', %s::text, 'fingerprint', '00',"
-                    " 'documentId', %s::text, 'runId', 1, 'version', 1)),"
-                    " ARRAY['created'], NULL, false)",
-                    (str(uuid.uuid4()), f"u-{n}"),
+                    "SELECT verdict FROM handoff.consumer_begin_for(%s, %s, ARRAY['created'],"
+                    " NULL, false)",
+                    (self.name, Jsonb([event])),
                 )
                 unit_conn.execute(
                     "INSERT INTO handoff_bench.effects (tenant_id, consumer, event_id,"
@@ -263,7 +270,7 @@ class Tenant:
 MEASURES = (
     ("emit, Python driver", "emit_python", "delegated", "yes", None),
     ("emit, pgbench driver", "emit_pgbench", "routed", "no (a join)", None),
-    ("consumer unit, batch 1", "guarded_unit", "unit", "no (a transaction)", (1,)),
+    ("consumer unit, batch 1", "guarded_unit", "unit", "yes, inside it", (1, 8)),
 )
 
 
