@@ -26,9 +26,9 @@ from typing import Any
 import psycopg
 
 from handoff.core import kafka as lag
+from handoff.core import outbox_sql
 from handoff.core.db import translated
 from handoff.core.settings import HandoffSettings
-from handoff.migrations.citus import HAS_CITUS
 from handoff.operate import backlog_sql as q
 
 
@@ -91,7 +91,7 @@ def measure(
     with psycopg.connect(settings.database_url, autocommit=True) as conn:
         with translated():
             services = conn.execute(q.SERVICES, {"tenant": tenant}).fetchall()
-            relay = conn.execute(HAS_CITUS).fetchone() is None
+            relay = conn.execute(outbox_sql.ON_CITUS).fetchone() == (False,)
         names = {lag.group_of(t, s): (t, s) for t, s in services}
         progress(f"measuring for {window_s:g} s: {'the relay and ' if relay else ''}"
                  f"{len(names)} consumer group(s)")  # fmt: skip
