@@ -21,11 +21,9 @@ EMIT_DIRECT = f"SELECT handoff.emit_direct({_ARGS})"
 # Direct mode, the answer not awaited: a refusal raises (SQLSTATE P0H01) at the commit.
 EMIT_DIRECT_OR_RAISE = f"SELECT handoff.emit_direct_or_raise({_ARGS})"
 
-# HTTP mode: the API passes the bearer credential, checked in the same statement.
-EMIT_HTTP = f"SELECT handoff.emit_http(%(role)s::text, %(secret_hash)s::bytea, {_ARGS})"
-
 # The same, naming the caller's tenant (handoff/sql/by_tenant.sql): on Citus the whole
-# call is handed to the worker that holds the tenant. Outside a unit, clients call these.
+# call is handed to the worker that holds the tenant. Outside a unit, clients call these;
+# the API's (HTTP mode) passes the bearer credential, checked in the same statement.
 EMIT_DIRECT_FOR = f"SELECT handoff.emit_direct_for(%(tenant)s::text, {_ARGS})"
 EMIT_HTTP_FOR = (
     "SELECT handoff.emit_http_for(%(tenant)s::text, %(role)s::text, %(secret_hash)s::bytea, "
