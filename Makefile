@@ -50,9 +50,7 @@ CITUS_HOME  ?= .handoff-citus
 CITUS_TESTS ?= tests/citus tests/integration/contract tests/integration/consumers/test_guard.py \
 	tests/integration/consumers/test_ordering.py tests/integration/effects/test_ledger.py \
 	tests/integration/effects/test_rehearsal.py tests/integration/operate/test_audit.py \
-	--deselect tests/integration/contract/test_readable_forever.py
-# (test_readable_forever reads every value back from the topic too: it needs the relay,
-# which does not run on Citus yet; docs/scaling.md, "Not done yet".)
+	tests/integration/relay/test_relay.py
 
 test-citus: $(STAMP)  ## the Citus suite on a coordinator + 2 workers (needs Citus: see above)
 	HANDOFF_HOME=$(CITUS_HOME) $(BIN)/handoff stack up --citus 2

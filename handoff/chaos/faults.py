@@ -7,6 +7,13 @@ with its Patroni; once a standby is promoted, the old primary is started
 again and rejoins as a standby (with strict synchronous replication the new
 primary takes writes once it has a standby, so the rejoin is part of the
 recovery, not an extra).
+
+On Citus, a move: the run's tenant is first isolated to a shard of its own
+(``isolate_tenant_to_new_shard``: a split of its shard group), then each
+later move takes that shard group to another worker
+(``citus_move_shard_placement``), both online (logical replication; writes
+to the moving shards wait only for the final switch). Emits, the relay,
+consumers and executors run throughout; the verdict is the same.
 """
 
 from __future__ import annotations
@@ -21,11 +28,15 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+import psycopg
+
+from handoff.chaos import faults_sql as q
 from handoff.chaos.plan import Kill
 from handoff.core.errors import StackError
 from handoff.core.kafka import admin
 from handoff.deploy.supervisor import Child, Supervisor
 from handoff.stack.local import LocalStack
+from handoff.stack.postgres import APP_DB
 
 log = logging.getLogger("handoff.chaos")
 
@@ -45,14 +56,15 @@ class FaultFigures:
     failovers: int = 0
     failover_s: list[float] = field(default_factory=list)  # crash -> a standby leads
     last_fault_at: float = 0.0  # monotonic; when the last fault ended
+    moves: list[tuple[str, float]] = field(default_factory=list)  # ("isolate", seconds)
 
 
 class Killer:
     def __init__(
         self, supervisor: Supervisor, stack: LocalStack, topic: str, seed: int,
-        say: Callable[[str], None],
+        say: Callable[[str], None], tenant: str = "",
     ) -> None:  # fmt: skip
-        self.supervisor, self.stack, self.topic = supervisor, stack, topic
+        self.supervisor, self.stack, self.topic, self.tenant = supervisor, stack, topic, tenant
         self.rng = random.Random(seed ^ 0x5EED)
         self.say = say
         self.figures = FaultFigures()
@@ -68,6 +80,8 @@ class Killer:
             self._kill_broker()
         elif kill.kind == "primary":
             self._kill_primary()
+        elif kill.kind == "move":
+            self._move_tenant()
         self.figures.kills[kill.kind] += 1
         self.figures.last_fault_at = time.monotonic()
 
@@ -123,3 +137,24 @@ class Killer:
         self.figures.failover_s.append(took)
         self._note(f"{promoted} promoted {took:.1f} s after the loss; {lost.name} rejoins")
         self.stack.up([lost.name])
+
+    def _move_tenant(self) -> None:
+        citus = self.stack.citus
+        if citus is None:
+            raise StackError("a move needs a Citus stack (handoff stack up --citus 2)")
+        with psycopg.connect(citus.coordinator.node_url(APP_DB), autocommit=True) as conn:
+            isolated = not self.figures.moves
+            began = time.monotonic()
+            if isolated:
+                conn.execute(q.ISOLATE, {"tenant": self.tenant})
+            else:
+                row = conn.execute(q.PLACEMENT, {"tenant": self.tenant}).fetchone()
+                assert row is not None  # the tenant's shard is always placed somewhere
+                shard, host, port = row
+                targets = conn.execute(q.OTHER_WORKERS, {"host": host, "port": port}).fetchall()
+                to_host, to_port = self.rng.choice(targets)
+                conn.execute(q.MOVE, (shard, host, port, to_host, to_port))
+            took = time.monotonic() - began
+        self.figures.moves.append(("isolate" if isolated else "move", took))
+        done = "isolated to a shard of its own" if isolated else f"moved to port {to_port}"
+        self._note(f"tenant {self.tenant} {done} in {took:.1f} s")

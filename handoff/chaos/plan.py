@@ -11,9 +11,15 @@ from handoff.core.errors import ConfigurationError
 # What can be killed. Processes are SIGKILLed and restarted by the supervisor;
 # a broker is SIGKILLed and started again; the primary is SIGKILLed with its
 # Patroni, a standby is promoted, and the old primary rejoins as a standby.
+# On Citus, a move is not a kill but a change of place under load: the run's
+# tenant is isolated to a shard of its own, then moved to another worker.
 PROCESS_KINDS = ("relay", "consumer", "executor", "api")
 NODE_KINDS = ("broker", "primary")
-KINDS = (*PROCESS_KINDS, *NODE_KINDS)
+CITUS_KINDS = ("move",)
+KINDS = (*PROCESS_KINDS, *NODE_KINDS, *CITUS_KINDS)
+# What a run does when no --kinds is given: all but the Citus ones, on the
+# clustered stack (Patroni and three brokers).
+DEFAULT_KINDS = (*PROCESS_KINDS, *NODE_KINDS)
 
 
 @dataclass(frozen=True)
@@ -30,7 +36,7 @@ class ChaosPlan:
     seed: int = 1
     poison: int = 3  # documents planted to fail at routing (and be quarantined)
     provider_faults: float = 0.08  # share of payments that meet a provider fault
-    kinds: tuple[str, ...] = KINDS
+    kinds: tuple[str, ...] = DEFAULT_KINDS
     drain_timeout_s: float = 300.0
     kills: list[Kill] = field(default_factory=list)
 

@@ -61,6 +61,8 @@ class ChaosReport:
             ("kills", kills),
             ("failovers (loss → new primary)", f"{f.failovers}" + (f" ({failovers})" if failovers
                                                                    else "")),
+            *([("tenant moved (each call)", ", ".join(f"{what} {s:.1f} s" for what, s in f.moves))]
+              if f.moves else []),
             ("provider faults armed", str(self.provider_faults)),
             ("creates retried (same event id)", f"{self.load.retries} attempts, "
                                                 f"{self.load.replayed} answered with the stored "
@@ -85,6 +87,12 @@ def _check_stack(stack: LocalStack, plan: ChaosPlan) -> None:
             "killing the primary needs a PostgreSQL cluster: run chaos in a clustered home "
             "(HANDOFF_HOME=<new folder> handoff stack up --pg-nodes 2 --brokers 3, then "
             "handoff db upgrade), or leave primary out of --kinds"
+        )
+    if "move" in plan.kinds and (stack.citus is None or len(stack.citus.workers) < 2):
+        raise ConfigurationError(
+            "moving the tenant needs a Citus stack of two workers or more (HANDOFF_HOME=<new "
+            "folder> handoff stack up --citus 2, then handoff db upgrade), or leave move out "
+            "of --kinds"
         )
     if "broker" in plan.kinds and len(stack.brokers) < 3:
         raise ConfigurationError(
@@ -144,7 +152,7 @@ def run_chaos(
                              documents=plan.documents, rate=plan.rate, poison=plan.poison,
                              seed=plan.seed, stop=stop)  # fmt: skip
         armed = _arm_provider_faults(pipeline, plan, load)
-        killer = Killer(supervisor, stack, pipeline.topic, plan.seed, say)
+        killer = Killer(supervisor, stack, pipeline.topic, plan.seed, say, pipeline.tenant)
         creating = threading.Thread(target=load.run, name="chaos-load", daemon=True)
         began = time.monotonic()
         creating.start()
@@ -197,6 +205,7 @@ def report_json(report: ChaosReport) -> dict[str, Any]:
         "kills": dict(f.kills),
         "failovers": f.failovers,
         "failoverSeconds": [round(s, 1) for s in f.failover_s],
+        "moves": [{"kind": what, "seconds": round(s, 2)} for what, s in f.moves],
         "providerFaults": report.provider_faults,
         "retries": report.load.retries,
         "replayed": report.load.replayed,

@@ -23,7 +23,8 @@ def chaos(
         str,
         typer.Option(
             help="What may be killed, comma-separated: relay, consumer, executor, "
-            "api, broker, primary."
+            "api, broker, primary; and on a Citus stack, move (the run's tenant moved to "
+            "another worker under load)."
         ),
     ] = "relay,consumer,executor,api,broker,primary",
     poison: Annotated[int, typer.Option(help="Documents planted to be quarantined.")] = 3,
@@ -33,8 +34,9 @@ def chaos(
     as_json: Annotated[bool, typer.Option("--json", help="The figures as JSON on stdout.")] = False,
 ) -> None:
     """Run the invoice pipeline on the clustered stack while relays, consumers, executors,
-    the API, a broker and the PostgreSQL primary are killed; exit 1 if anything was lost,
-    doubled, left unfinished or quarantined beyond the planted poison."""
+    the API, a broker and the PostgreSQL primary are killed (on a Citus stack: while the
+    tenant's shards move between workers); exit 1 if anything was lost, doubled, left
+    unfinished or quarantined beyond the planted poison."""
     from handoff.chaos.plan import ChaosPlan
     from handoff.chaos.run import report_json, run_chaos
     from handoff.core.settings import default_home, load_settings

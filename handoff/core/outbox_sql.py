@@ -21,8 +21,7 @@ from psycopg.postgres import adapters as postgres
 # batch before it fetches the next.
 SESSION_SETUP = "SET plan_cache_mode = force_custom_plan; SET synchronous_commit = off"
 LISTEN = "LISTEN handoff_outbox"
-# The relay's bound is proven with one server's transaction ids; on Citus the
-# outbox lives on the workers (docs/scaling.md, "Not done yet").
+# On Citus the relay marks rows instead of moving bounds (the statements at the end).
 ON_CITUS = "SELECT EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'citus')"
 
 # Advisory-lock class of the relay's slots: (RELAY_LOCK_CLASS, slot).
@@ -112,8 +111,10 @@ UPDATE handoff.relay_cursors SET published_upto = %(upto)s, moved_at = now()
  WHERE slot = ANY(%(slots)s) AND published_upto < %(upto)s
 """
 
+# With its tenant: on Citus, the one shard that holds it.
 PARK = """
-UPDATE handoff.outbox SET parked_at = now(), park_reason = %(reason)s WHERE id = %(id)s
+UPDATE handoff.outbox SET parked_at = now(), park_reason = %(reason)s
+ WHERE tenant_id = %(tenant)s AND id = %(id)s
 """
 
 SET_WAITING = "UPDATE handoff.relay_wakeup SET waiting = true"
@@ -217,4 +218,66 @@ SELECT id, tenant_id, document_id, version, event_type, parked_at, park_reason
   FROM handoff.outbox
  WHERE parked_at IS NOT NULL AND (%(tenant)s::text IS NULL OR tenant_id = %(tenant)s)
  ORDER BY id LIMIT %(limit)s
+"""
+
+
+# -- on Citus: the relay marks what it published -----------------------------------
+#
+# A bound needs one sequence and one server's transaction ids (relay/cursor.py);
+# on Citus neither exists (handoff/migrations/citus.py, "The relay's marks"), so
+# each published row is marked, as one server did before 0019. Unmarked rows of
+# owned slots, oldest id first, leaving out the rows in flight (%(seen)s).
+#
+# A document's order is its (run, version). Its ids follow it while one node
+# inserts them, and a mark does not care about late commits (a row committed
+# late is unmarked, so fetched later, and its document's next version cannot
+# commit before it: the state row lock). But ids come from the sequence of the
+# node that runs the insert: after a shard move, or an insert through the
+# coordinator, a later version may hold a lower id. Such a row waits (NOT
+# EXISTS) while an earlier version of its document with a higher id is
+# unmarked, so it is never produced before it. Everything runs on the shards
+# (the subqueries join on tenant_id): Citus sends one task per shard and merges
+# their first rows.
+CITUS_FETCH = """
+SELECT o.id, o.tenant_id, o.document_id, o.version, o.event_type, o.payload,
+       (SELECT min(p.id) FROM handoff.outbox p
+         WHERE p.parked_at IS NOT NULL AND p.tenant_id = o.tenant_id
+           AND p.document_id = o.document_id
+           AND (p.run_id, p.version) < (o.run_id, o.version)) AS held_behind
+  FROM handoff.outbox o
+ WHERE o.published_at IS NULL AND o.parked_at IS NULL
+   AND o.slot = ANY(%(slots)s::smallint[])
+   AND o.id <> ALL(%(seen)s::bigint[])
+   AND NOT EXISTS (
+       SELECT 1 FROM handoff.outbox p
+        WHERE p.tenant_id = o.tenant_id AND p.document_id = o.document_id
+          AND p.published_at IS NULL AND p.parked_at IS NULL
+          AND (p.run_id, p.version) < (o.run_id, o.version) AND p.id > o.id)
+ ORDER BY o.id
+ LIMIT %(limit)s
+"""
+
+# The tenants only route the update to their shards (ids are unique on their own).
+CITUS_MARK = """
+UPDATE handoff.outbox SET published_at = now()
+ WHERE tenant_id = ANY(%(tenants)s::text[]) AND id = ANY(%(ids)s::bigint[])
+"""
+
+# Marked and created before the window; every shard at once (Citus runs a
+# multi-shard DELETE without LIMIT, one task per shard).
+_CITUS_PURGE = """
+DELETE FROM handoff.outbox
+ WHERE published_at IS NOT NULL AND parked_at IS NULL AND created_at < {cutoff}
+"""
+CITUS_PURGE = _CITUS_PURGE.format(cutoff=_CUTOFF)
+CITUS_PURGE_BEFORE = _CITUS_PURGE.format(cutoff="%(cutoff)s")
+
+# Unparked, a document's rows are unmarked rows again: the fetch takes them
+# in their order (no new ids needed: no bound has passed them).
+CITUS_UNPARK = """
+WITH unparked AS (
+    UPDATE handoff.outbox SET parked_at = NULL, park_reason = NULL
+     WHERE tenant_id = %(tenant)s AND document_id = %(document)s AND parked_at IS NOT NULL
+    RETURNING 1)
+SELECT count(*), count(*) FROM unparked
 """

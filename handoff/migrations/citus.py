@@ -22,6 +22,15 @@ The decisions (docs/scaling.md explains them for operators):
   the UI's tables, read and written there only, low in volume: UI sessions,
   replay plans, DynamoDB import progress, the lag sampler's lease, the flow
   fold's bookkeeping, and the relay's cursors.
+- **The relay's marks, on Citus only**: the outbox gets back the
+  ``published_at`` column that one server replaced with per-slot bounds
+  (0019). A bound needs one sequence and one server's transaction ids to
+  prove that no late commit lies below it; on Citus a tenant's rows take ids
+  from the sequence of whichever node runs the insert (a worker's own range,
+  or the coordinator's), and a shard move carries them to a node whose ids
+  and xids they have nothing in common with. A mark belongs to the row and
+  moves with it. ``outbox_pending`` becomes the unmarked rows, so every
+  reader of the backlog stays as it is (handoff/relay/relay.py, "On Citus").
 - **On every node, its own** (a plain table made on each worker too):
   ``relay_wakeup``, the flag an emit reads to know whether a relay waits for
   a NOTIFY on the node the emit runs on. A delegated emit runs on a worker and
@@ -128,6 +137,25 @@ ALTER TABLE handoff.effect_history ADD CONSTRAINT effect_history_intent_id_fkey
     ON DELETE CASCADE;
 """
 
+# The relay's marks (see the decisions above); idempotent, after distribution, so
+# that each statement is propagated to every shard. The pending index walks
+# unmarked rows in id order and tests the slot inside it, as 0001's did; the
+# second finds a document's earlier unmarked rows (the relay's order check).
+MARKS = """
+ALTER TABLE handoff.outbox ADD COLUMN IF NOT EXISTS published_at timestamptz;
+CREATE INDEX IF NOT EXISTS outbox_unmarked ON handoff.outbox (id, slot)
+    WHERE published_at IS NULL AND parked_at IS NULL;
+CREATE INDEX IF NOT EXISTS outbox_unmarked_by_document
+    ON handoff.outbox (tenant_id, document_id, run_id, version)
+    WHERE published_at IS NULL AND parked_at IS NULL;
+CREATE OR REPLACE VIEW handoff.outbox_pending AS
+SELECT o.* FROM handoff.outbox o WHERE o.published_at IS NULL AND o.parked_at IS NULL
+"""
+HAS_MARKS = """
+SELECT 1 FROM pg_attribute
+ WHERE attrelid = 'handoff.outbox'::regclass AND attname = 'published_at' AND NOT attisdropped
+"""
+
 HAS_CITUS = "SELECT 1 FROM pg_extension WHERE extname = 'citus'"
 READER_LOGS_IN = "SELECT 1 FROM pg_roles WHERE rolname = 'handoff_reader' AND rolcanlogin"
 TABLES = """
@@ -226,6 +254,10 @@ def distribute(conn: Any) -> list[str]:
     if ANCHOR not in placed:
         for statement in _statements(FOREIGN_KEYS):
             run(statement)
+    if run(HAS_MARKS).fetchone() is None:
+        for statement in _statements(MARKS):
+            run(statement)
+        done.append("outbox: the relay marks published rows (published_at)")
     if run(READER_LOGS_IN).fetchone() is None:
         # The tracker reads as handoff_reader (SET LOCAL ROLE), and Citus opens its
         # connections to the workers as the session's role. It has no password, so

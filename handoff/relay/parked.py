@@ -4,7 +4,9 @@ A row the relay cannot encode is parked with its reason, and its document's
 later rows are parked behind it (in order), so that the slot's bound can
 pass them. A person repairs the row (its payload, or the schema), then
 unparks the document: its waiting rows are written again with new ids,
-above every bound, and the relay publishes them in their order.
+above every bound, and the relay publishes them in their order. On Citus,
+where the relay marks rows instead of moving bounds, its rows are simply
+unparked: unmarked again, fetched in their order.
 """
 
 from __future__ import annotations
@@ -35,7 +37,8 @@ def unpark(conn: psycopg.Connection[Any], tenant: str, document: str) -> tuple[i
     key = {"tenant": tenant, "document": document}
     with translated(), conn.transaction():
         conn.execute(q.UNPARK_LOCK, key)  # no emit of the document in between
-        row = conn.execute(q.UNPARK, key).fetchone()
+        citus = conn.execute(q.ON_CITUS).fetchone() == (True,)
+        row = conn.execute(q.CITUS_UNPARK if citus else q.UNPARK, key).fetchone()
         parked, again = (int(row[0]), int(row[1])) if row else (0, 0)
         if not parked:
             raise NothingParked(f"{tenant}/{document} has no parked outbox row")

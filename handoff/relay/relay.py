@@ -19,6 +19,11 @@ The outbox is append-only: instead of marking rows, the relay moves each
 owned slot's bound (handoff.relay_cursors) past what is settled, proven so
 that no late commit is skipped (see cursor.py). Fetches start at the bound,
 so after a large drain they have nothing published to step over.
+
+On Citus the relay marks each published row instead (marks.py says why),
+and listens on every worker too: an emit runs on its tenant's worker and
+notifies there (wakeups.py). Slots, the pipeline and the settling are the
+same.
 """
 
 from __future__ import annotations
@@ -40,7 +45,6 @@ from psycopg.types.json import set_json_loads
 from handoff.core import db, kafka
 from handoff.core import outbox_sql as q
 from handoff.core.errors import (
-    ConfigurationError,
     DatabaseUnavailable,
     EventEncodingError,
     Unavailable,
@@ -53,8 +57,10 @@ from handoff.core.settings import HandoffSettings
 from handoff.relay import metrics
 from handoff.relay.cursor import Cursor, Fetched
 from handoff.relay.kafka_io import headers, register_schemas, timing_headers
+from handoff.relay.marks import Marks
 from handoff.relay.settings import RelaySettings
 from handoff.relay.slots import SlotOwner
+from handoff.relay.wakeups import WorkerWakeups
 
 log = logging.getLogger("handoff.relay")
 
@@ -96,13 +102,14 @@ class Published:
     """What one publish of a batch came to: acknowledged, parked (undeliverable), failed."""
 
     acked: list[int]
-    parked: list[tuple[int, str]] = field(default_factory=list)
+    parked: list[tuple[Row, str]] = field(default_factory=list)
     failed: bool = False
     undelivered: list[int] = field(default_factory=list)  # neither acked nor parked
+    tenants: set[str] = field(default_factory=set)  # of the acked rows (Citus routes marks)
 
     def account(self, rows: list[Row]) -> Published:
         """Notes which of the batch's rows are neither acked nor parked: fetched again."""
-        done = set(self.acked).union(row_id for row_id, _ in self.parked)
+        done = set(self.acked).union(row.id for row, _ in self.parked)
         self.undelivered = [row.id for row in rows if row.id not in done]
         return self
 
@@ -121,6 +128,7 @@ class Relay:
         # An injection point, set in code (a test proves a crash here republishes):
         # called after the broker acked a batch, before the bound passes its rows.
         self.after_ack_hooks: list[Callable[[int], None]] = []
+        self.on_citus = False  # learnt from the database at each session's start
         # Outages are logged as such: one line when they begin and one when they end.
         self.kafka_down = Outage(log, "Kafka")
         self.database_down = Outage(log, "the database")
@@ -187,13 +195,7 @@ class Relay:
         """Run the pipeline on one database session; True when --once is done."""
         set_json_loads(orjson.loads, conn)  # payload decoding is on the hot path
         conn.adapters.register_dumper(IdArray, IdArrayDumper)
-        on_citus = conn.execute(q.ON_CITUS).fetchone()
-        if on_citus and on_citus[0]:
-            raise ConfigurationError(
-                "this database is a Citus coordinator: the outbox lives on its workers, and "
-                "the relay's proof that no late commit is skipped uses one server's "
-                "transaction ids, so it does not run on Citus yet (docs/scaling.md)"
-            )
+        self.on_citus = conn.execute(q.ON_CITUS).fetchone() == (True,)
         conn.execute(q.SESSION_SETUP)
         conn.execute(q.LISTEN)
         batches: queue.Queue[Batch | None] = queue.Queue()
@@ -241,7 +243,24 @@ class Relay:
         results: queue.Queue[Published],
     ) -> bool:
         slots = SlotOwner(conn)
-        cursor = Cursor({})
+        cursor: Cursor | Marks = Marks(set()) if self.on_citus else Cursor({})
+        wakeups = WorkerWakeups(self.settings.database_url) if self.on_citus else None
+        try:
+            return self._pipeline(conn, once, batches, results, slots, cursor, wakeups)
+        finally:
+            if wakeups is not None:
+                wakeups.close()
+
+    def _pipeline(
+        self,
+        conn: psycopg.Connection[Any],
+        once: bool,
+        batches: queue.Queue[Batch | None],
+        results: queue.Queue[Published],
+        slots: SlotOwner,
+        cursor: Cursor | Marks,
+        wakeups: WorkerWakeups | None,
+    ) -> bool:
         in_flight: list[Fetched] = []  # batches awaiting acks, oldest first
         full = False  # the last fetch filled its batch: a backlog, keep the pipeline full
         failures = 0
@@ -260,6 +279,8 @@ class Relay:
                     slots.rebalance(take_all=once)
                     if slots.owned != before:
                         cursor = self._cursor(conn, slots)
+                    if wakeups is not None:
+                        wakeups.refresh(conn)
                     metrics.SLOTS_OWNED.set(len(slots.owned))
                     next_rebalance = now + self.config.rebalance_interval_s
                 if failures:
@@ -320,24 +341,31 @@ class Relay:
             # before the flag was set gets no NOTIFY), then wait. Not long while
             # fetched rows lie above the bound: the next fetches prove it past them.
             conn.execute(q.SET_WAITING)
+            if wakeups is not None:
+                wakeups.arm()
             if self._fetch_into(conn, cursor, batches, in_flight):
                 continue
             wait = CONFIRM_WAIT_S if cursor.unconfirmed else self.config.poll_interval_s
-            for _ in conn.notifies(timeout=wait, stop_after=1):
-                pass
+            if wakeups is not None:
+                wakeups.wait(conn, wait)
+            else:
+                for _ in conn.notifies(timeout=wait, stop_after=1):
+                    pass
         self._save(conn, cursor)
         return False
 
-    def _cursor(self, conn: psycopg.Connection[Any], slots: SlotOwner) -> Cursor:
+    def _cursor(self, conn: psycopg.Connection[Any], slots: SlotOwner) -> Cursor | Marks:
         """A cursor for newly owned slots, from the bounds their last owners left.
 
         Rows fetched above the old bound and not yet proven are fetched again
         (duplicates, as after a crash): slots change hands rarely.
         """
+        if self.on_citus:
+            return Marks(slots.owned)
         found = conn.execute(q.BOUNDS, {"slots": sorted(slots.owned)}).fetchall()
         return Cursor({int(slot): int(upto) for slot, upto in found})
 
-    def _save(self, conn: psycopg.Connection[Any], cursor: Cursor) -> None:
+    def _save(self, conn: psycopg.Connection[Any], cursor: Cursor | Marks) -> None:
         if cursor.value > cursor.saved and cursor.slots:
             conn.execute(q.ADVANCE, {"upto": cursor.value, "slots": cursor.slots})
             cursor.saved = cursor.value
@@ -346,13 +374,18 @@ class Relay:
         self,
         conn: psycopg.Connection[Any],
         done: Published,
-        cursor: Cursor,
+        cursor: Cursor | Marks,
         fetched: Fetched,
         failures: int,
     ) -> int:
-        for row_id, reason in done.parked:
-            conn.execute(q.PARK, {"id": row_id, "reason": reason[:1000]})
+        for row, reason in done.parked:
+            conn.execute(q.PARK, {"tenant": row.tenant_id, "id": row.id, "reason": reason[:1000]})
         if done.acked:
+            if isinstance(cursor, Marks):
+                conn.execute(
+                    q.CITUS_MARK,
+                    {"tenants": sorted(done.tenants), "ids": IdArray.of(done.acked)},
+                )
             self.published += len(done.acked)
             metrics.PUBLISHED.inc(len(done.acked))
         cursor.settled(fetched, done.undelivered)
@@ -361,7 +394,7 @@ class Relay:
     def _fetch_into(
         self,
         conn: psycopg.Connection[Any],
-        cursor: Cursor,
+        cursor: Cursor | Marks,
         batches: queue.Queue[Batch | None],
         in_flight: list[Fetched],
     ) -> list[Row]:
@@ -369,6 +402,19 @@ class Relay:
         thread as a batch (a retry when nothing else is in flight); returns them."""
         if not cursor.slots:
             return []
+        if isinstance(cursor, Marks):
+            rows = [
+                Row(*r)
+                for r in conn.execute(
+                    q.CITUS_FETCH,
+                    {
+                        "slots": cursor.owned(),
+                        "seen": cursor.seen(),
+                        "limit": self.config.batch_size,
+                    },
+                )
+            ]
+            return self._hand_over(rows, cursor.fetched([r.id for r in rows]), batches, in_flight)
         found = conn.execute(
             q.FETCH_PENDING,
             {
@@ -384,6 +430,15 @@ class Relay:
         full = len(rows) >= self.config.batch_size
         ids = [row.id for row in rows]
         fetched = cursor.fetched(xmin, next_xid, last_id, ids, full=full, lockers=lockers)
+        return self._hand_over(rows, fetched, batches, in_flight)
+
+    @staticmethod
+    def _hand_over(
+        rows: list[Row],
+        fetched: Fetched | None,
+        batches: queue.Queue[Batch | None],
+        in_flight: list[Fetched],
+    ) -> list[Row]:
         if fetched is not None:
             batches.put(Batch(rows, fetched, retry=not in_flight, fetched_at=time.time()))
             in_flight.append(fetched)
@@ -430,7 +485,7 @@ class Relay:
             if behind:
                 # Behind a parked row of its document: parked too, in its order,
                 # so that the slot's bound can pass it (handoff outbox unpark).
-                done.parked.append((row.id, f"held behind parked outbox row {behind}"))
+                done.parked.append((row, f"held behind parked outbox row {behind}"))
                 parked.setdefault(row.document, behind)
                 continue
             owner = row.payload.get("owner")
@@ -440,7 +495,7 @@ class Relay:
                     self.schema, self.schema_ids[topic], to_record(row.payload, self.schema.version)
                 )
             except EventEncodingError as exc:
-                done.parked.append((row.id, str(exc)))
+                done.parked.append((row, str(exc)))
                 metrics.FAILURES.labels("encode").inc()
                 log.error("parking outbox row %s (%s/%s): %s", row.id, *row.document, exc)
                 parked[row.document] = row.id
@@ -480,6 +535,7 @@ class Relay:
                 done.failed = True
             else:
                 done.acked.append(row.id)
+                done.tenants.add(row.tenant_id)
         if done.failed:
             metrics.FAILURES.labels("delivery").inc(len(self._failed))
         return done
@@ -514,7 +570,8 @@ class Relay:
     def _purge(self, conn: psycopg.Connection[Any]) -> None:
         seconds = self.config.retention_hours * 3600
         while True:
-            deleted = conn.execute(q.PURGE, {"seconds": seconds, "limit": PURGE_BATCH}).rowcount
+            purge = q.CITUS_PURGE if self.on_citus else q.PURGE
+            deleted = conn.execute(purge, {"seconds": seconds, "limit": PURGE_BATCH}).rowcount
             metrics.PURGED.inc(deleted)
             if deleted < PURGE_BATCH or self.stopping.is_set():
                 break

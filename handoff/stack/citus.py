@@ -28,6 +28,7 @@ from __future__ import annotations
 import hashlib
 import os
 import pwd
+import subprocess
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
@@ -135,11 +136,32 @@ class CitusNode(Postgres):
                         # Writes to reference tables (services) commit on every node
                         # with two-phase commit.
                         "max_prepared_transactions = 100",
+                        # A shard split (isolate_tenant_to_new_shard) connects to its own
+                        # node by this name: by the private socket folder, as the nodes
+                        # reach each other (not localhost over TCP, which needs a password).
+                        f"citus.local_hostname = '{self.sockets}'",
                         "citus.log_remote_commands = off",
+                        *self._output_plugins(),
                         "",
                     ]
                 )
             )
+
+    def _output_plugins(self) -> list[str]:
+        """Citus decodes a moving shard's changes with its own output plugin; servers that
+        list the plugins a replication user may name (output_plugin_libraries, new in
+        PostgreSQL 18.6) must list it, or a move or split fails. Older ones lack the
+        setting, and an unknown one stops the server: asked of the binary first."""
+        described = subprocess.run(
+            [str(self.bin / "postgres"), "--describe-config"],
+            capture_output=True, text=True, check=False,
+        )  # fmt: skip
+        for line in described.stdout.splitlines():
+            name, *rest = line.split("\t")
+            if name == "output_plugin_libraries" and len(rest) >= 4:
+                listed = [p.strip() for p in rest[3].split(",") if p.strip()]
+                return [f"output_plugin_libraries = '{', '.join([*listed, 'citus'])}'"]
+        return []
 
     def node_url(self, database: str) -> str:
         """A superuser's URL to this node alone (over TCP, with the password)."""

@@ -25,6 +25,7 @@ from handoff.core.settings import HandoffSettings
 from handoff.relay.kafka_io import register_schemas
 from handoff.stack.local import LocalStack
 from handoff.stack.procs import wait_until
+from tests.fix_citus import ON_CITUS
 from tests.fix_contract import ServiceFactory, login
 from tests.fix_relay import (
     Relays,
@@ -106,8 +107,9 @@ def test_a_long_transaction_does_not_hold_the_bound_and_an_open_emit_does(
         )
         workload.run(docs=2, steps=2, threads=1, prefix="after")
         assert relays.run_once().returncode == 0
-        assert "open transaction holds the outbox bound" in relay_log(1)
-        assert pending(admin, tenant) > 0
+        if not ON_CITUS:  # on Citus the relay marks rows: no bound for it to hold
+            assert "open transaction holds the outbox bound" in relay_log(1)
+            assert pending(admin, tenant) > 0
         conn.commit()
     events = consume(migrated, relays.topic, tenant, lambda e: {"after-0", "after-1"} <= set(e))
     assert first_seen_versions(events["after-1"]) == [1, 2]
