@@ -4,17 +4,23 @@ from __future__ import annotations
 
 import pytest
 
-from handoff.chaos.plan import KINDS, ChaosPlan
+from handoff.chaos.plan import DEFAULT_KINDS, KINDS, ChaosPlan
 from handoff.chaos.verdict import Verdict
 from handoff.core.errors import ConfigurationError
 
 
 def test_every_kind_is_killed_at_least_once_even_in_a_short_run() -> None:
     plan = ChaosPlan.make(duration_s=60, every_s=30, seed=4)
-    assert sorted({k.kind for k in plan.kills}) == sorted(KINDS)
+    assert sorted({k.kind for k in plan.kills}) == sorted(DEFAULT_KINDS)
     moments = [k.at_s for k in plan.kills]
     assert moments == sorted(moments)
     assert moments[0] > 0 and moments[-1] <= 60 * 0.9  # time to flow again before the drain
+
+
+def test_a_move_is_named_for_citus_only_and_a_kind_named_twice_comes_twice() -> None:
+    assert "move" in KINDS and "move" not in DEFAULT_KINDS  # the default run is Patroni's
+    plan = ChaosPlan.make(duration_s=50, every_s=8, seed=3, kinds=("move", "relay", "move"))
+    assert [k.kind for k in plan.kills].count("move") >= 2
 
 
 def test_a_seed_gives_the_same_schedule_and_another_seed_another() -> None:

@@ -153,10 +153,10 @@ def test_rows_behind_a_parked_row_are_parked_too_with_fake_producer() -> None:
     rows = [_row(1, "x", 1), bad, _row(3, "y", 1), _row(4, "x", 3), _row(5, "z", 4, held_behind=1)]
     outcome = relay._publish(_batch(*rows), set()).account(rows)
     assert outcome.acked == [1, 3]
-    assert [(i, r.split(":")[0]) for i, r in outcome.parked][1:] == [
+    assert [(row.id, r.split(":")[0]) for row, r in outcome.parked][1:] == [
         (4, "held behind parked outbox row 2"), (5, "held behind parked outbox row 1"),
     ]  # fmt: skip
-    assert outcome.parked[0][0] == 2 and "status" in outcome.parked[0][1]
+    assert outcome.parked[0][0].id == 2 and "status" in outcome.parked[0][1]
     assert outcome.undelivered == [] and not outcome.failed
     assert [p[2] for p in fake.produced] == [b"t/x", b"t/y"]
 
