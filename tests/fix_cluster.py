@@ -11,8 +11,13 @@ stopped when its tests are done, so no cluster outlives the tests.
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
 from collections.abc import Iterator
-from typing import TypeVar
+from pathlib import Path
+from typing import Any, TypeVar
 
 import psutil
 import psycopg
@@ -160,3 +165,20 @@ def _running(stack: LocalStack, cluster: _Cluster, what: str) -> Iterator[_Clust
         yield cluster
     finally:
         stack.down()
+
+
+def run_chaos(home: Path, seed: int, *args: str) -> tuple[dict[str, Any], str]:
+    """``handoff chaos ... --seed S --json`` in ``home``: its figures and what to say when
+    an assertion fails (the seed, the exit status and the end of its output)."""
+    done = subprocess.run(
+        [sys.executable, "-m", "handoff.cli", "chaos", *args, "--seed", str(seed), "--json"],
+        env={**os.environ, "HANDOFF_HOME": str(home), "COLUMNS": "120"},
+        capture_output=True, text=True, timeout=900, check=False,
+    )  # fmt: skip
+    said = f"seed {seed}, exit {done.returncode}:\n{done.stderr[-6000:]}"
+    assert done.stdout.strip(), said
+    figures = json.loads(done.stdout.strip().splitlines()[-1])
+    print(f"chaos seed {seed}: {figures}")
+    assert done.returncode == 0 and figures["ok"], said
+    assert figures["lost"] == 0 and figures["doubled"] == 0, said
+    return figures, said

@@ -216,3 +216,10 @@ def assert_complete_and_ordered(events: Events, versions: dict[str, int]) -> Non
         # one document, one key, one partition
         assert len({e["_partition"] for e in events[doc]}) == 1
         assert len({e["_key"] for e in events[doc]}) == 1
+
+
+@pytest.fixture
+def workload(service: ServiceFactory, migrated: HandoffSettings) -> Iterator[Workload]:
+    load = Workload(service, migrated)
+    yield load
+    load.close()

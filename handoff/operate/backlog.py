@@ -11,8 +11,8 @@ growth of the waiting rows); for a consumer, offsets committed, which the
 runtime does only after the database commit of their work (completed, not
 pulled), and, beside it, its guard rows: the business events it applied.
 
-On Citus the relay's row is left out: the relay does not run there yet, and the outbox
-ids of several workers are not one sequence to count arrivals by (docs/scaling.md).
+On Citus the relay's row is left out: arrivals are counted by outbox id, and the
+outbox ids of several nodes are not one sequence to count them by (docs/scaling.md).
 """
 
 from __future__ import annotations
@@ -96,8 +96,8 @@ def measure(
         progress(f"measuring for {window_s:g} s: {'the relay and ' if relay else ''}"
                  f"{len(names)} consumer group(s)")  # fmt: skip
         if not relay:
-            progress("the relay is not measured on Citus: it does not run there yet "
-                     "(docs/scaling.md)")  # fmt: skip
+            progress("the relay is not measured on Citus: its arrivals are counted by outbox "
+                     "id, and each node draws ids of its own (docs/scaling.md)")  # fmt: skip
         first = _snapshot(conn, settings.kafka_bootstrap, list(names), relay)
         sleep(window_s)
         last = _snapshot(conn, settings.kafka_bootstrap, list(names), relay)

@@ -47,6 +47,7 @@ from handoff.core import outbox_sql as q
 from handoff.core.errors import (
     DatabaseUnavailable,
     EventEncodingError,
+    TransientConflict,
     Unavailable,
 )
 from handoff.core.events import encode, to_record
@@ -188,6 +189,15 @@ class Relay:
                 metrics.SLOTS_OWNED.set(0)
                 self.database_down.failed(f"{exc}; reconnecting")
                 self.stopping.wait(self._backoff(attempts))
+            except TransientConflict as exc:
+                # A statement met a concurrent one: on Citus, a shard moved or split
+                # under a fetch or a mark (seen under handoff chaos --kinds move). A
+                # new session starts from what is marked or bounded; rows in flight
+                # go out again (duplicates, as after a crash).
+                metrics.FAILURES.labels("database").inc()
+                metrics.SLOTS_OWNED.set(0)
+                log.warning("%s; starting a new session", exc)
+                self.stopping.wait(self._backoff(1))
         self.producer.flush(self.config.delivery_timeout_s)
         return self.published
 

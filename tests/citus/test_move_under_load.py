@@ -11,32 +11,19 @@ time and printed, so a failure can be run again.
 
 from __future__ import annotations
 
-import json
-import os
 import random
-import subprocess
-import sys
 
 from handoff.stack.local import LocalStack
+from tests.fix_cluster import run_chaos
 
 
 def test_moving_the_tenant_under_load_loses_and_doubles_nothing(local_stack: LocalStack) -> None:
     seed = random.randrange(1, 10_000)
     # Six faults over the run, "move" named twice: two moves at least (the first
     # isolates the tenant, the next moves it), a relay and a consumer killed too.
-    args = ["chaos", "--for", "50", "--every", "8", "--rate", "5", "--seed", str(seed),
-            "--kinds", "move,relay,consumer,move", "--drain-timeout", "240", "--json"]  # fmt: skip
-    done = subprocess.run(
-        [sys.executable, "-m", "handoff.cli", *args],
-        env={**os.environ, "HANDOFF_HOME": str(local_stack.layout.home), "COLUMNS": "120"},
-        capture_output=True, text=True, timeout=900, check=False,
-    )  # fmt: skip
-    said = f"seed {seed}, exit {done.returncode}:\n{done.stderr[-6000:]}"
-    assert done.stdout.strip(), said
-    figures = json.loads(done.stdout.strip().splitlines()[-1])
-    print(f"chaos seed {seed}: {figures}")
-    assert done.returncode == 0 and figures["ok"], said
-    assert figures["lost"] == 0 and figures["doubled"] == 0, said
+    figures, said = run_chaos(local_stack.layout.home, seed, "--for", "50", "--every", "8",
+                              "--rate", "5", "--kinds", "move,relay,consumer,move",
+                              "--drain-timeout", "240")  # fmt: skip
     kinds = [m["kind"] for m in figures["moves"]]
     assert kinds[:1] == ["isolate"] and "move" in kinds, said
     # Creates wait on the moving shards' locks rather than fail: no create was

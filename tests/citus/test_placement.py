@@ -115,18 +115,6 @@ def test_a_tenants_unit_stays_on_one_worker_without_two_phase_commit(
     assert len(placements) == 1 and placements[0][0] in {w.port for w in cluster.workers}
 
 
-def test_the_relay_refuses_a_citus_coordinator_and_says_why(local_stack: LocalStack) -> None:
-    """Not yet built for Citus (docs/scaling.md): it stops with the reason instead of
-    publishing with a proof that does not hold across workers."""
-    done = subprocess.run(
-        [sys.executable, "-m", "handoff.cli", "relay", "--once"],
-        env={**os.environ, "HANDOFF_HOME": str(local_stack.layout.home), "COLUMNS": "300"},
-        capture_output=True, text=True, timeout=120, check=False,
-    )  # fmt: skip
-    assert done.returncode == 1, done
-    assert "Citus coordinator" in done.stderr and "docs/scaling.md" in done.stderr
-
-
 def test_the_recovery_budget_reads_the_consumers_and_says_why_not_the_relay(
     local_stack: LocalStack,
 ) -> None:

@@ -12,7 +12,6 @@ import time
 from typing import Any
 
 import psycopg
-import pytest
 
 from handoff.core.settings import HandoffSettings
 from handoff.stack.citus import CitusCluster
@@ -20,13 +19,6 @@ from handoff.stack.procs import wait_until
 from tests.fix_citus import on
 from tests.fix_contract import ServiceFactory
 from tests.fix_relay import Relays, Workload, consume, first_seen_versions, pending
-
-
-@pytest.fixture
-def workload(service: ServiceFactory, migrated: HandoffSettings) -> Any:
-    load = Workload(service, migrated)
-    yield load
-    load.close()
 
 
 def test_published_rows_are_marked_and_the_pending_view_counts_the_unmarked(

@@ -38,13 +38,6 @@ from tests.fix_relay import (
 )
 
 
-@pytest.fixture
-def workload(service: ServiceFactory, migrated: HandoffSettings) -> Any:
-    load = Workload(service, migrated)
-    yield load
-    load.close()
-
-
 def test_three_relays_publish_every_version_in_order(
     relays: Relays, workload: Workload, admin: psycopg.Connection[Any], tenant: str,
     migrated: HandoffSettings,
