@@ -7,6 +7,8 @@ visible, and a stop between batches is safe.
 
 from __future__ import annotations
 
+from typing import LiteralString
+
 from handoff.core import outbox_sql
 
 SETTINGS = """
@@ -67,3 +69,29 @@ SELECT now() - receipts AS receipts, now() - guards AS guards, now() - outbox AS
        now() - rejections AS rejections, now() - quarantine AS quarantine
   FROM handoff.retention
 """
+
+
+# -- on Citus -------------------------------------------------------------------------
+#
+# Citus refuses a LIMIT (and ctid) inside a multi-shard DELETE. There each purge is one
+# statement over every shard at once, each shard deleting its own old rows in a
+# transaction of its own size (the rows of a sixteenth of the tenants, and of one run's
+# window), so the batches are the shards. The guards' test names the tenant, so it
+# runs on each shard.
+CITUS_PURGES: dict[str, LiteralString] = {
+    "receipts": "DELETE FROM handoff.receipts WHERE accepted_at < %(cutoff)s",
+    "guards": """
+DELETE FROM handoff.consumer_guards g
+ WHERE g.taken_at < %(cutoff)s
+   AND EXISTS (SELECT 1 FROM handoff.consumer_guards n
+                WHERE n.tenant_id = g.tenant_id AND n.consumer = g.consumer
+                  AND n.document_id = g.document_id AND n.run_id = g.run_id
+                  AND n.version > g.version)
+""",
+    "outbox": outbox_sql.CITUS_PURGE_BEFORE,
+    "rejections": "DELETE FROM handoff.rejections WHERE rejected_at < %(cutoff)s",
+    "quarantine": """
+DELETE FROM handoff.quarantine
+ WHERE status IN ('resolved', 'discarded') AND resolved_at < %(cutoff)s
+""",
+}
