@@ -50,7 +50,8 @@ CITUS_HOME  ?= .handoff-citus
 CITUS_TESTS ?= tests/citus tests/integration/contract tests/integration/consumers/test_guard.py \
 	tests/integration/consumers/test_ordering.py tests/integration/effects/test_ledger.py \
 	tests/integration/effects/test_rehearsal.py tests/integration/operate/test_audit.py \
-	tests/integration/relay/test_relay.py tests/integration/operate/test_retention.py
+	tests/integration/relay/test_relay.py tests/integration/operate/test_retention.py \
+	tests/integration/tracker
 
 test-citus: $(STAMP)  ## the Citus suite on a coordinator + 2 workers (needs Citus: see above)
 	HANDOFF_HOME=$(CITUS_HOME) $(BIN)/handoff stack up --citus 2

@@ -31,6 +31,8 @@ The decisions (docs/scaling.md explains them for operators):
   and xids they have nothing in common with. A mark belongs to the row and
   moves with it. ``outbox_pending`` becomes the unmarked rows, so every
   reader of the backlog stays as it is (handoff/relay/relay.py, "On Citus").
+  The tracker's flow fold, which reads the outbox by id the same way, marks
+  the rows it folded too (``folded_at``; tracker.sql, _fold_flow_marked).
 - **On every node, its own** (a plain table made on each worker too):
   ``relay_wakeup``, the flag an emit reads to know whether a relay waits for
   a NOTIFY on the node the emit runs on. A delegated emit runs on a worker and
@@ -143,6 +145,9 @@ ALTER TABLE handoff.effect_history ADD CONSTRAINT effect_history_intent_id_fkey
 # second finds a document's earlier unmarked rows (the relay's order check).
 MARKS = """
 ALTER TABLE handoff.outbox ADD COLUMN IF NOT EXISTS published_at timestamptz;
+ALTER TABLE handoff.outbox ADD COLUMN IF NOT EXISTS folded_at timestamptz;
+CREATE INDEX IF NOT EXISTS outbox_unfolded ON handoff.outbox (tenant_id, id)
+    WHERE folded_at IS NULL;
 CREATE INDEX IF NOT EXISTS outbox_unmarked ON handoff.outbox (id, slot)
     WHERE published_at IS NULL AND parked_at IS NULL;
 CREATE INDEX IF NOT EXISTS outbox_unmarked_by_document
@@ -153,7 +158,9 @@ SELECT o.* FROM handoff.outbox o WHERE o.published_at IS NULL AND o.parked_at IS
 """
 HAS_MARKS = """
 SELECT 1 FROM pg_attribute
- WHERE attrelid = 'handoff.outbox'::regclass AND attname = 'published_at' AND NOT attisdropped
+ WHERE attrelid = 'handoff.outbox'::regclass AND attname IN ('published_at', 'folded_at')
+   AND NOT attisdropped
+HAVING count(*) = 2
 """
 
 HAS_CITUS = "SELECT 1 FROM pg_extension WHERE extname = 'citus'"
@@ -257,7 +264,7 @@ def distribute(conn: Any) -> list[str]:
     if run(HAS_MARKS).fetchone() is None:
         for statement in _statements(MARKS):
             run(statement)
-        done.append("outbox: the relay marks published rows (published_at)")
+        done.append("outbox: the relay and the flow fold mark the rows they took")
     if run(READER_LOGS_IN).fetchone() is None:
         # The tracker reads as handoff_reader (SET LOCAL ROLE), and Citus opens its
         # connections to the workers as the session's role. It has no password, so

@@ -128,6 +128,13 @@ DECLARE
     v_high   bigint;
     v_folded bigint;
 BEGIN
+    -- On Citus the outbox's ids are no one sequence (handoff/migrations/citus.py): its
+    -- rows are marked folded instead, one tenant at a time.
+    IF EXISTS (SELECT 1 FROM pg_attribute
+                WHERE attrelid = 'handoff.outbox'::regclass AND attname = 'folded_at'
+                  AND NOT attisdropped) THEN
+        RETURN handoff._fold_flow_marked(p_limit, p_keep);
+    END IF;
     SELECT high INTO v_high FROM handoff.flow_fold FOR UPDATE SKIP LOCKED;
     IF NOT FOUND THEN
         RETURN 0;
@@ -195,17 +202,83 @@ BEGIN
 END
 $$;
 
+-- fold_flow on Citus, where the outbox has a folded_at mark (migrations/citus.py):
+-- each tenant's unmarked rows (at most p_limit of them a fold) are marked and
+-- folded in one statement, which names the tenant, so it runs on the tenant's
+-- worker as one local transaction. Exactly once without a sequence: a row is
+-- folded with its mark, and a late commit is simply unmarked until a later fold.
+CREATE OR REPLACE FUNCTION handoff._fold_flow_marked(p_limit integer, p_keep interval)
+RETURNS bigint
+LANGUAGE plpgsql
+AS $$
+DECLARE
+    v_tenant text;
+    v_rows   bigint;
+    v_folded bigint := 0;
+BEGIN
+    PERFORM 1 FROM handoff.flow_fold FOR UPDATE SKIP LOCKED;  -- one tracker folds at a time
+    IF NOT FOUND THEN
+        RETURN 0;
+    END IF;
+    FOR v_tenant IN SELECT DISTINCT tenant_id FROM handoff.outbox WHERE folded_at IS NULL LOOP
+        WITH seen AS (
+            UPDATE handoff.outbox o SET folded_at = now()
+             WHERE o.tenant_id = v_tenant AND o.folded_at IS NULL
+               AND o.id IN (SELECT u.id FROM handoff.outbox u
+                             WHERE u.tenant_id = v_tenant AND u.folded_at IS NULL
+                             ORDER BY u.id LIMIT p_limit)
+            RETURNING o.tenant_id, o.created_at,
+                      coalesce(o.payload->>'previousOwner', '') AS from_owner,
+                      coalesce(o.payload->>'owner', '') AS to_owner
+        ), moves AS (
+            SELECT * FROM seen WHERE from_owner <> to_owner
+        ), minutes AS (
+            INSERT INTO handoff.flow_minutes AS f (tenant_id, minute, from_owner, to_owner, n)
+            SELECT tenant_id,
+                   date_bin('1 minute', created_at, timestamptz '2000-01-01 00:00:00+00'),
+                   from_owner, to_owner, count(*)
+              FROM moves
+             WHERE created_at >= now() - p_keep
+             GROUP BY 1, 2, 3, 4
+             ORDER BY 1, 2, 3, 4
+            ON CONFLICT (tenant_id, minute, from_owner, to_owner) DO UPDATE SET n = f.n + EXCLUDED.n
+            RETURNING 1
+        ), edges AS (
+            INSERT INTO handoff.flow_edges AS e (tenant_id, from_owner, to_owner, n, last_at)
+            SELECT tenant_id, from_owner, to_owner, count(*), max(created_at)
+              FROM moves
+             GROUP BY 1, 2, 3
+             ORDER BY 1, 2, 3
+            ON CONFLICT (tenant_id, from_owner, to_owner)
+            DO UPDATE SET n = e.n + EXCLUDED.n, last_at = greatest(e.last_at, EXCLUDED.last_at)
+            RETURNING 1
+        )
+        SELECT count(*) INTO v_rows FROM seen;
+        v_folded := v_folded + v_rows;
+    END LOOP;
+    UPDATE handoff.flow_fold SET folded_at = now();
+    DELETE FROM handoff.flow_minutes WHERE minute < now() - p_keep;
+    RETURN v_folded;
+END
+$$;
+
 -- Takes one sample of every tenant's waiting work, unless one was taken
 -- less than p_every ago (several trackers: the first one samples). Cost:
 -- per owner, owner_waiting plus two index offsets (the median and the p90
--- position) on document_state_by_owner; once a minute.
+-- position) on document_state_by_owner; once a minute. One tenant at a
+-- time: each statement names its tenant, so on Citus it runs on the
+-- tenant's worker (one statement over every tenant that calls
+-- owner_waiting is pushed down to each shard, where Citus refuses
+-- owner_waiting's own distributed queries).
 CREATE OR REPLACE FUNCTION handoff.sample_owners(p_every interval DEFAULT '1 minute',
                                       p_keep interval DEFAULT '8 days')
 RETURNS bigint
 LANGUAGE plpgsql
 AS $$
 DECLARE
-    v_sampled bigint;
+    v_sampled bigint := 0;
+    v_rows    bigint;
+    v_tenant  text;
 BEGIN
     PERFORM 1 FROM handoff.flow_fold
       WHERE sampled_at IS NULL OR sampled_at <= now() - p_every + interval '1 second'
@@ -213,27 +286,30 @@ BEGIN
     IF NOT FOUND THEN
         RETURN 0;
     END IF;
-    INSERT INTO handoff.owner_samples (tenant_id, sampled_at, owner, assigned, overdue,
-                                       oldest_assigned_at, age_p50_from, age_p90_from, coarse)
-    SELECT t.tenant_id, now(), w.owner, w.assigned, w.overdue, w.oldest_assigned_at,
-           (SELECT s.assigned_at FROM handoff.document_state s
-             WHERE s.tenant_id = t.tenant_id AND s.owner = w.owner
-             ORDER BY s.assigned_at, s.document_id
-            OFFSET greatest(ceil(w.assigned * 0.5)::bigint - 1, 0) LIMIT 1),
-           -- 90% of the work is younger than this: the 10th percentile of assignment.
-           (SELECT s.assigned_at FROM handoff.document_state s
-             WHERE s.tenant_id = t.tenant_id AND s.owner = w.owner
-             ORDER BY s.assigned_at, s.document_id
-            OFFSET greatest(ceil(w.assigned * 0.1)::bigint - 1, 0) LIMIT 1),
-           -- coarse: the owner's first sample in this 10-minute bin (so a new
-           -- tenant or owner has a day chart from its first sample on)
-           NOT EXISTS (SELECT 1 FROM handoff.owner_samples p
-                        WHERE p.tenant_id = t.tenant_id AND p.owner = w.owner AND p.coarse
-                          AND p.sampled_at >= date_bin('10 minutes', now(),
-                                                       timestamptz '2000-01-01 00:00:00+00'))
-      FROM (SELECT DISTINCT tenant_id FROM handoff.owner_counts) t
-     CROSS JOIN LATERAL handoff.owner_waiting(t.tenant_id) w;
-    GET DIAGNOSTICS v_sampled = ROW_COUNT;
+    FOR v_tenant IN SELECT DISTINCT tenant_id FROM handoff.owner_counts LOOP
+        INSERT INTO handoff.owner_samples (tenant_id, sampled_at, owner, assigned, overdue,
+                                           oldest_assigned_at, age_p50_from, age_p90_from,
+                                           coarse)
+        SELECT v_tenant, now(), w.owner, w.assigned, w.overdue, w.oldest_assigned_at,
+               (SELECT s.assigned_at FROM handoff.document_state s
+                 WHERE s.tenant_id = v_tenant AND s.owner = w.owner
+                 ORDER BY s.assigned_at, s.document_id
+                OFFSET greatest(ceil(w.assigned * 0.5)::bigint - 1, 0) LIMIT 1),
+               -- 90% of the work is younger than this: the 10th percentile of assignment.
+               (SELECT s.assigned_at FROM handoff.document_state s
+                 WHERE s.tenant_id = v_tenant AND s.owner = w.owner
+                 ORDER BY s.assigned_at, s.document_id
+                OFFSET greatest(ceil(w.assigned * 0.1)::bigint - 1, 0) LIMIT 1),
+               -- coarse: the owner's first sample in this 10-minute bin (so a new
+               -- tenant or owner has a day chart from its first sample on)
+               NOT EXISTS (SELECT 1 FROM handoff.owner_samples p
+                            WHERE p.tenant_id = v_tenant AND p.owner = w.owner AND p.coarse
+                              AND p.sampled_at >= date_bin('10 minutes', now(),
+                                                           timestamptz '2000-01-01 00:00:00+00'))
+          FROM handoff.owner_waiting(v_tenant) w;
+        GET DIAGNOSTICS v_rows = ROW_COUNT;
+        v_sampled := v_sampled + v_rows;
+    END LOOP;
     UPDATE handoff.flow_fold SET sampled_at = now();
     DELETE FROM handoff.owner_samples WHERE sampled_at < now() - p_keep;
     RETURN v_sampled;

@@ -164,7 +164,7 @@ async def operate_view(
     """
     reader, (backlog, lags, status, held, unresolved, now) = await model.read(
         credential,
-        Query(q.RELAY_BACKLOG, {"cap": BACKLOG_CAP}, lambda rows: rows[0]),
+        Query(q.RELAY_BACKLOG, {"cap": BACKLOG_CAP}, lambda rows: rows[0], system=True),
         Query(lag_sql.LAGS, {"cluster": cluster}, _models(ConsumerLag)),
         Query(lag_sql.STATUS, {"cluster": cluster}, lambda rows: rows[0]),
         Query(q.QUARANTINE_PENDING, {"limit": LISTED}, _models(QuarantinedEvent)),

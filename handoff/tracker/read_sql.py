@@ -227,7 +227,17 @@ SELECT {_REJECTION_COLUMNS}
 # -- operate ----------------------------------------------------------------------------
 
 NOW = "SELECT now() AS now"
-RELAY_BACKLOG = "SELECT pending, oldest_pending_at, parked FROM handoff.relay_backlog(%(cap)s)"
+# The relay is shared by every tenant, so its backlog is the system's (pending rows
+# capped at %(cap)s; the oldest is the first of them); parked rows are the reader's
+# tenant's own. Read as the API's role (Query.system): the reader cannot read the
+# outbox.
+RELAY_BACKLOG = f"""
+SELECT (SELECT count(*) FROM (SELECT 1 FROM handoff.outbox_pending LIMIT %(cap)s) AS p)
+           AS pending,
+       (SELECT created_at FROM handoff.outbox_pending ORDER BY id LIMIT 1) AS oldest_pending_at,
+       (SELECT count(*) FROM handoff.outbox
+         WHERE tenant_id = {_TENANT} AND parked_at IS NOT NULL) AS parked
+"""
 
 # Quarantined events waiting for a person, newest first.
 QUARANTINE_PENDING = f"""
