@@ -16,6 +16,7 @@ _upgrade_sql, _downgrade_sql = sql_steps(__file__)
 def upgrade() -> None:
     _upgrade_sql()
     apply_family("tracker")  # relay_backlog reads the view
+    apply_frozen("0022_sample_by_tenant.before.sql")  # the fold and samples as of this day
     apply_frozen("0020_tenant_keys.tracker.before.sql")  # the readers as of this day
 
 

@@ -21,6 +21,7 @@ def upgrade() -> None:
     apply_family("consumers")
     apply_family("effects")
     apply_family("tracker")
+    apply_frozen("0022_sample_by_tenant.before.sql")  # the fold and samples as of this day
     apply_family("contract")
 
 

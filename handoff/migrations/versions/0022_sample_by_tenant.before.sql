@@ -126,5 +126,3 @@ BEGIN
     RETURN v_folded;
 END
 $$;
-
-DROP FUNCTION IF EXISTS handoff._fold_flow_marked(integer, interval);

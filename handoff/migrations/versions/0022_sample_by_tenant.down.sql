@@ -1,0 +1,1 @@
+DROP FUNCTION handoff._fold_flow_marked(integer, interval);
