@@ -6,19 +6,19 @@ where the outbox's ids are no one sequence: it marks the rows it folded
 (_fold_flow_marked, used where the outbox has folded_at: migrations/citus.py).
 """
 
-from handoff.migrations.helpers import apply_family, apply_frozen, sql_steps
+from alembic import op
+
+from handoff.migrations.helpers import apply_family, apply_frozen
 
 revision = "0022_sample_by_tenant"
 down_revision = "0021_by_tenant"
 
-_upgrade_sql, _downgrade_sql = sql_steps(__file__)
-
 
 def upgrade() -> None:
-    _upgrade_sql()  # _fold_flow_marked, which fold_flow calls on Citus
+    apply_family("citus")  # _fold_flow_marked, which fold_flow calls on Citus
     apply_family("tracker")
 
 
 def downgrade() -> None:
     apply_frozen("0022_sample_by_tenant.before.sql")
-    _downgrade_sql()
+    op.execute("DROP FUNCTION handoff._fold_flow_marked(integer, interval)")

@@ -1,5 +1,6 @@
--- Its own revision's, not the tracker family's: a revision before this one that
--- applies the family must not make it.
+-- Functions only a Citus database calls (handoff/migrations/citus.py adds the columns
+-- they use). A family of its own, applied from revision 0022 on: a revision before
+-- that applies the tracker family must not make them.
 
 -- fold_flow on Citus, where the outbox has a folded_at mark (migrations/citus.py):
 -- each tenant's unmarked rows (at most p_limit of them a fold) are marked and

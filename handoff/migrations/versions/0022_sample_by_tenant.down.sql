@@ -1,1 +1,0 @@
-DROP FUNCTION handoff._fold_flow_marked(integer, interval);
