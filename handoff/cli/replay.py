@@ -84,6 +84,7 @@ def replay_plan(
     approve exactly that revision; what to do next goes to stderr."""
     from handoff.cli.bootstrap import load_app
     from handoff.consumers.settings import ConsumerSettings
+    from handoff.core.db import on_citus
     from handoff.core.settings import load_settings
     from handoff.operate import replay
     from handoff.operate import replay_sql as q
@@ -98,7 +99,8 @@ def replay_plan(
             ranges = positions.explicit([parse_range(r) for r in range_])
         else:
             if event_id and start is None and end is None:
-                found = conn.execute(q.ID_WINDOW, {"tenant": tenant, "ids": event_id}).fetchone()
+                window = q.CITUS_ID_WINDOW if on_citus(conn) else q.ID_WINDOW
+                found = conn.execute(window, {"tenant": tenant, "ids": event_id}).fetchone()
                 if not found or found[0] == 0:
                     raise typer.BadParameter(
                         "none of these event ids is in the outbox any more; give --since and "

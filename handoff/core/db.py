@@ -34,6 +34,10 @@ from handoff.core.errors import (
 # Liveness check of a connection.
 PING = "SELECT 1"
 
+# Whether the database is a Citus coordinator: where the relay marks rows,
+# retention deletes per family in one statement, and outbox ids are per node.
+HAS_CITUS = "SELECT EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'citus')"
+
 # SQLSTATEs a retry of the identical request can cure.
 RETRYABLE = (pg.SerializationFailure, pg.DeadlockDetected, pg.LockNotAvailable)
 
@@ -58,6 +62,11 @@ def refused_login(exc: BaseException) -> bool:
     """Whether connecting failed because the server refused the credentials: libpq
     gives a connection failure no SQLSTATE, so its text is all there is (one place)."""
     return "password authentication failed" in str(exc)
+
+
+def on_citus(conn: psycopg.Connection[Any]) -> bool:
+    """Whether ``conn``'s database has Citus (asked anew: a session may outlive a change)."""
+    return conn.execute(HAS_CITUS).fetchone() == (True,)
 
 
 def connect(conninfo: str, **options: Any) -> psycopg.Connection[Any]:

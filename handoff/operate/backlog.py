@@ -11,8 +11,12 @@ growth of the waiting rows); for a consumer, offsets committed, which the
 runtime does only after the database commit of their work (completed, not
 pulled), and, beside it, its guard rows: the business events it applied.
 
-On Citus the relay's row is left out: arrivals are counted by outbox id, and the
-outbox ids of several nodes are not one sequence to count them by (docs/scaling.md).
+On one server, arrivals are the outbox rows with an id above the first
+snapshot's highest. On Citus each node draws outbox ids of its own, so they
+are not one sequence to count by (docs/scaling.md): arrivals are the rows
+created in the window instead (``created_at``, the emit's transaction start;
+an emit that began before the window and committed inside it is missed, an
+error of the order of one emit's duration).
 """
 
 from __future__ import annotations
@@ -26,8 +30,7 @@ from typing import Any
 import psycopg
 
 from handoff.core import kafka as lag
-from handoff.core import outbox_sql
-from handoff.core.db import translated
+from handoff.core.db import on_citus, translated
 from handoff.core.settings import HandoffSettings
 from handoff.operate import backlog_sql as q
 
@@ -58,24 +61,21 @@ class Budget:
 class _Snapshot:
     at: datetime
     clock: float
-    relay: dict[str, Any] | None  # None on Citus
+    relay: dict[str, Any]
     groups: dict[str, list[lag.PartitionPosition]]
 
 
 def _snapshot(
-    conn: psycopg.Connection[Any], bootstrap: str, groups: list[str], relay: bool
+    conn: psycopg.Connection[Any], bootstrap: str, groups: list[str], citus: bool
 ) -> _Snapshot:
     with translated():
         at = conn.execute(q.NOW).fetchone()[0]  # type: ignore[index]
-        if relay:
-            # Two statements: Citus refuses a subquery beside an aggregate.
-            row = conn.execute(q.RELAY).fetchone()
-            high = conn.execute(q.HIGH).fetchone()
+        # Two statements: Citus refuses a subquery beside an aggregate.
+        row = conn.execute(q.RELAY).fetchone()
+        high = None if citus else conn.execute(q.HIGH).fetchone()[0]  # type: ignore[index]
     positions = lag.group_positions_isolated(bootstrap, groups)
-    if not relay:
-        return _Snapshot(at, time.monotonic(), None, positions)
-    assert row is not None and high is not None
-    waiting = {"pending": row[0], "oldest": row[1], "high": high[0]}
+    assert row is not None
+    waiting = {"pending": row[0], "oldest": row[1], "high": high}
     return _Snapshot(at, time.monotonic(), waiting, positions)
 
 
@@ -91,36 +91,34 @@ def measure(
     with psycopg.connect(settings.database_url, autocommit=True) as conn:
         with translated():
             services = conn.execute(q.SERVICES, {"tenant": tenant}).fetchall()
-            relay = conn.execute(outbox_sql.ON_CITUS).fetchone() == (False,)
+            citus = on_citus(conn)
         names = {lag.group_of(t, s): (t, s) for t, s in services}
-        progress(f"measuring for {window_s:g} s: {'the relay and ' if relay else ''}"
-                 f"{len(names)} consumer group(s)")  # fmt: skip
-        if not relay:
-            progress("the relay is not measured on Citus: its arrivals are counted by outbox "
-                     "id, and each node draws ids of its own (docs/scaling.md)")  # fmt: skip
-        first = _snapshot(conn, settings.kafka_bootstrap, list(names), relay)
+        progress(f"measuring for {window_s:g} s: the relay and {len(names)} consumer group(s)")
+        first = _snapshot(conn, settings.kafka_bootstrap, list(names), citus)
         sleep(window_s)
-        last = _snapshot(conn, settings.kafka_bootstrap, list(names), relay)
+        last = _snapshot(conn, settings.kafka_bootstrap, list(names), citus)
         with translated():
-            if first.relay is not None:
-                arrived = conn.execute(q.ARRIVED, {"high": first.relay["high"]}).fetchone()[0]  # type: ignore[index]
+            arrivals = (
+                (q.CREATED_BETWEEN, {"since": first.at, "until": last.at})
+                if citus
+                else (q.ARRIVED, {"high": first.relay["high"]})
+            )
+            arrived = conn.execute(*arrivals).fetchone()[0]  # type: ignore[index]
             work = {(t, c): n for t, c, n in conn.execute(
                 q.WORK_SINCE, {"since": first.at, "tenant": tenant})}  # fmt: skip
     seconds = max(last.clock - first.clock, 1e-3)
-    budgets = []
-    if first.relay is not None and last.relay is not None:
-        published = arrived - (last.relay["pending"] - first.relay["pending"])
-        oldest = last.relay["oldest"]
-        budgets.append(
-            Budget(
-                "relay",
-                int(last.relay["pending"]),
-                arrived / seconds,
-                max(published, 0) / seconds,
-                None,
-                (last.at - oldest).total_seconds() if oldest else None,
-            )
+    published = arrived - (last.relay["pending"] - first.relay["pending"])
+    oldest = last.relay["oldest"]
+    budgets = [
+        Budget(
+            "relay",
+            int(last.relay["pending"]),
+            arrived / seconds,
+            max(published, 0) / seconds,
+            None,
+            (last.at - oldest).total_seconds() if oldest else None,
         )
+    ]
     for group, parts in sorted(last.groups.items()):
         if not parts:
             continue  # never committed anything: not running, or not yet

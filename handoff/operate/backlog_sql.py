@@ -12,6 +12,12 @@ HIGH = "SELECT coalesce(max(id), 0) FROM handoff.outbox"
 
 # Rows inserted after a snapshot (ids above its highest): arrivals.
 ARRIVED = "SELECT count(*)::bigint FROM handoff.outbox WHERE id > %(high)s"
+# On Citus, where ids are not one sequence: rows created between two snapshots
+# (outbox_created_brin finds them).
+CREATED_BETWEEN = """
+SELECT count(*)::bigint FROM handoff.outbox
+ WHERE created_at >= %(since)s AND created_at < %(until)s
+"""
 
 # The consumers to look at: every service (of a tenant), its default group.
 SERVICES = """

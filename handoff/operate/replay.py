@@ -150,7 +150,8 @@ class Status:
 def status(conn: psycopg.Connection[Any], name: str) -> Status:
     plan = load(conn, name)
     with translated(), conn.cursor(row_factory=dict_row) as cur:
-        outcomes = {r["outcome"]: r["n"] for r in cur.execute(q.OUTCOMES, {"name": name})}
+        key = {"name": name, "tenant": plan.manifest.tenant, "consumer": plan.manifest.consumer}
+        outcomes = {r["outcome"]: r["n"] for r in cur.execute(q.OUTCOMES, key)}
         skipped = {r["capability"]: r["n"] for r in cur.execute(q.SKIPPED, {"name": name})}
         missing: list[str] = []
         if plan.manifest.event_ids is not None and plan.status == "completed":

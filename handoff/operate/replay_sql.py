@@ -65,15 +65,21 @@ SELECT at, actor, action, revision, detail FROM handoff.replay_audit
 """
 
 # Outcomes so far; completed records whose effect is now unresolved count as
-# unresolved (the effect's outcome is what the owner must settle).
+# unresolved (the effect's outcome is what the owner must settle). The plan's
+# unresolved effects come first, on their own: the plan's tables stay on the
+# coordinator, and on Citus a join of them with a distributed table is refused;
+# a CTE of one tenant's effects is one worker's query whose rows then meet the
+# plan's there.
 OUTCOMES = """
-SELECT CASE WHEN i.outcome = 'completed' AND EXISTS (
-                SELECT 1 FROM handoff.effect_intents e
-                 WHERE e.tenant_id = p.tenant_id AND e.consumer = p.consumer
-                   AND e.event_id = i.event_key AND e.reconciliation = 'unresolved')
+WITH unresolved AS MATERIALIZED (
+    SELECT e.event_id FROM handoff.effect_intents e
+     WHERE e.tenant_id = %(tenant)s AND e.consumer = %(consumer)s
+       AND e.reconciliation = 'unresolved')
+SELECT CASE WHEN i.outcome = 'completed'
+                 AND i.event_key IN (SELECT event_id FROM unresolved)
             THEN 'unresolved' ELSE i.outcome END AS outcome,
        count(*)::bigint AS n
-  FROM handoff.replay_items i JOIN handoff.replay_plans p ON p.name = i.plan
+  FROM handoff.replay_items i
  WHERE i.plan = %(name)s
  GROUP BY 1
 """
@@ -99,6 +105,14 @@ SELECT count(*)::bigint AS found, min(o.created_at) AS since,
                 ELSE now() END) AS until
   FROM handoff.outbox o JOIN handoff.relay_cursors c ON c.slot = o.slot
  WHERE o.tenant_id = %(tenant)s AND o.event_id = ANY(%(ids)s)
+"""
+# On Citus the relay keeps no bounds but marks each row it published: a row's
+# mark is when it left (unmarked or parked: not yet). One tenant: one shard.
+CITUS_ID_WINDOW = """
+SELECT count(*)::bigint AS found, min(created_at) AS since,
+       max(coalesce(published_at, now())) AS until
+  FROM handoff.outbox
+ WHERE tenant_id = %(tenant)s AND event_id = ANY(%(ids)s)
 """
 
 # As the consumer's service, in its unit (SECURITY DEFINER functions).

@@ -20,8 +20,7 @@ from typing import Any, LiteralString
 import psycopg
 from psycopg.rows import dict_row
 
-from handoff.core import outbox_sql
-from handoff.core.db import translated
+from handoff.core.db import on_citus, translated
 from handoff.core.errors import InvalidRequest, RetentionTooShort
 from handoff.operate import retention_sql as q
 
@@ -134,8 +133,7 @@ def purge(
         assert cut is not None
         cutoffs = dict(zip(("receipts", "guards", "outbox", "rejections", "quarantine"), cut,
                            strict=True))  # fmt: skip
-        on_citus = conn.execute(outbox_sql.ON_CITUS).fetchone() == (True,)
-        statements = q.CITUS_PURGES if on_citus else PURGES
+        statements = q.CITUS_PURGES if on_citus(conn) else PURGES
         done: dict[str, int] = {}
         for family, statement in statements.items():
             if only and family not in only:

@@ -17,7 +17,7 @@ import psycopg
 from psycopg.rows import dict_row
 
 from handoff.core import outbox_sql as q
-from handoff.core.db import translated
+from handoff.core.db import on_citus, translated
 from handoff.core.errors import NothingParked
 
 
@@ -37,7 +37,7 @@ def unpark(conn: psycopg.Connection[Any], tenant: str, document: str) -> tuple[i
     key = {"tenant": tenant, "document": document}
     with translated(), conn.transaction():
         conn.execute(q.UNPARK_LOCK, key)  # no emit of the document in between
-        citus = conn.execute(q.ON_CITUS).fetchone() == (True,)
+        citus = on_citus(conn)
         row = conn.execute(q.CITUS_UNPARK if citus else q.UNPARK, key).fetchone()
         parked, again = (int(row[0]), int(row[1])) if row else (0, 0)
         if not parked:

@@ -205,25 +205,25 @@ class Relay:
         """Run the pipeline on one database session; True when --once is done."""
         set_json_loads(orjson.loads, conn)  # payload decoding is on the hot path
         conn.adapters.register_dumper(IdArray, IdArrayDumper)
-        self.on_citus = conn.execute(q.ON_CITUS).fetchone() == (True,)
+        self.on_citus = db.on_citus(conn)
         conn.execute(q.SESSION_SETUP)
         conn.execute(q.LISTEN)
         batches: queue.Queue[Batch | None] = queue.Queue()
         results: queue.Queue[Published] = queue.Queue()
         result: dict[str, Any] = {}
-        db = threading.Thread(
+        database_side = threading.Thread(
             target=self._database_side,
             args=(conn, once, batches, results, result),
             name="relay-db",
             daemon=True,
         )
-        db.start()
+        database_side.start()
         failed_docs: set[Document] = set()
         while (batch := batches.get()) is not None:
             if batch.retry:
                 failed_docs.clear()
             results.put(self._publish(batch, failed_docs).account(batch.rows))
-        db.join()
+        database_side.join()
         if "error" in result:
             raise result["error"]
         return bool(result.get("done"))
