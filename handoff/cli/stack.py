@@ -86,7 +86,8 @@ def stack_up(
             max=8,
             help="Citus workers: PostgreSQL is a Citus coordinator and this many workers, "
             "tables distributed by tenant. Needs Citus installed or HANDOFF_STACK_CITUS_SOURCE "
-            "(a source release, built once). Chosen when a home first starts.",
+            "(a source release, built once). Chosen when a home first starts; later, more "
+            "adds workers (then: handoff db rebalance), fewer drains and removes the last.",
         ),
     ] = None,
 ) -> None:

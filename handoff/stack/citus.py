@@ -51,6 +51,16 @@ from handoff.stack.postgres import (
 )
 
 SERVICE_GROUP = "handoff_service"
+# Roles that granted a membership (the app role grants each service the group),
+# and, for each role a non-superuser granted, that grantor's admin membership in
+# it (what let it grant).
+GRANTORS = "SELECT DISTINCT grantor::regrole::text FROM pg_auth_members"
+ADMINISTERED = """
+SELECT DISTINCT m.roleid::regrole::text, m.member::regrole::text
+  FROM pg_auth_members g
+  JOIN pg_roles grantor ON grantor.oid = g.grantor AND NOT grantor.rolsuper
+  JOIN pg_auth_members m ON m.roleid = g.roleid AND m.member = g.grantor AND m.admin_option
+"""
 DATABASE_SETTINGS = {
     # Shards per distributed table. Citus's default (32) multiplies every DDL
     # statement by 32 per table; 16 still gives a rebalance several shards to
@@ -246,10 +256,47 @@ class CitusCluster:
         }
         if (here, self.coordinator.port) not in known:
             conn.execute("SELECT citus_set_coordinator_host(%s, %s)", (here, self.coordinator.port))
+        grantors = [row[0] for row in conn.execute(GRANTORS).fetchall()]
+        administered = conn.execute(ADMINISTERED).fetchall()
         for worker in self.workers:
             if (here, worker.port) not in known:
                 self.coordinator.console.print(f"Adding {worker.name} to the Citus cluster…")
+                self._make_grantors(worker, grantors, administered)
                 conn.execute("SELECT citus_add_node(%s, %s)", (here, worker.port))
+
+    @staticmethod
+    def _make_grantors(
+        worker: CitusNode, grantors: list[str], administered: list[tuple[str, str]]
+    ) -> None:
+        """A worker joining a cluster that has roles gets them from Citus in the order of
+        its metadata, not of their grants: a service whose membership the app role granted
+        can come before the app role, or before its right to grant the group, and fail
+        ("role handoff does not exist"). So the grantors and the groups they administer
+        are made here first, by name; Citus then alters each role to what it is."""
+        with psycopg.connect(worker.node_url(APP_DB), autocommit=True) as conn:
+            for role in {*grantors, *(group for group, _ in administered)}:
+                if conn.execute(ROLE_EXISTS, (role,)).fetchone() is None:
+                    conn.execute(sql.SQL("CREATE ROLE {}").format(sql.Identifier(role)))
+            for group, member in administered:
+                conn.execute(
+                    sql.SQL("GRANT {} TO {} WITH ADMIN OPTION").format(
+                        sql.Identifier(group), sql.Identifier(member)
+                    )
+                )
+
+    def remove(self, worker: CitusNode) -> None:
+        """Moves every shard off ``worker`` (online: logical replication, writes wait only
+        for each switch), then takes it out of the cluster's metadata."""
+        here = str(self.coordinator.sockets)
+        with psycopg.connect(self.coordinator.node_url(APP_DB), autocommit=True) as conn:
+            known = conn.execute(
+                "SELECT 1 FROM pg_dist_node WHERE nodename = %s AND nodeport = %s",
+                (here, worker.port),
+            ).fetchone()
+            if known is None:
+                return  # removed before (an earlier run stopped after this step)
+            conn.execute("SELECT citus_drain_node(%s, %s)", (here, worker.port))
+            conn.execute("SELECT citus_remove_node(%s, %s)", (here, worker.port))
 
     def _check_propagated(self) -> None:
         """Every worker has the app role and owns nothing by accident: a half-propagated

@@ -189,7 +189,8 @@ class StackState:
     brokers: int = 1
     # Fixed too: a lone server's data folder is not a Patroni member's.
     pg_nodes: int = 1
-    # Fixed too: a Citus coordinator's data is spread over its workers (0: no Citus).
+    # A lone server does not become a Citus coordinator, nor the reverse (0: no
+    # Citus); a Citus home's worker count changes (stack up --citus N).
     citus_workers: int = 0
 
 
@@ -261,6 +262,8 @@ class Layout:
             ("Citus worker(s)", self.settings.citus, state.citus_workers,
              "a Citus database keeps its tables on its workers"),
         ):  # fmt: skip
+            if what.startswith("Citus") and wanted and has:
+                continue  # a Citus home grows and shrinks (LocalStack resizes it)
             if wanted is not None and wanted != has:
                 raise StackError(
                     f"the stack in {self.home} runs {has} {what}, not {wanted}: {why}. "

@@ -9,12 +9,17 @@ With ``pg_nodes`` above 1, PostgreSQL is a Patroni cluster: ZooKeeper (its
 store) starts first, then every node at once (the first to take the leader
 lock initialises the database, the others copy it and follow). With
 ``citus_workers``, PostgreSQL is a Citus coordinator and its workers
-(stack/citus.py), started together and joined before the roles are made.
+(stack/citus.py), started together and joined before the roles are made. A
+Citus home started again with more workers starts and joins the new ones
+(empty until a rebalance: ``handoff db rebalance``); with fewer, ``up``
+drains the last workers' shards onto the others, removes them from the
+cluster, and deletes their data.
 """
 
 from __future__ import annotations
 
 import functools
+import shutil
 import time
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
@@ -47,6 +52,7 @@ class LocalStack:
         self.zookeeper: ZooKeeper | None = None
         self.cluster: Cluster | None = None
         self.citus: CitusCluster | None = None
+        self.citus_leaving: list[CitusNode] = []  # workers ``up`` drains and removes
         if self.state.citus_workers:
             self.pg_nodes: list[Postgres] = self._citus_nodes()
         elif self.state.pg_nodes == 1:
@@ -75,13 +81,38 @@ class LocalStack:
         def found() -> Path:
             return citus_bin(self.settings.citus_source, self.settings.cache_dir, self.console)
 
+        wanted = self.settings.citus or self.state.citus_workers
+        if wanted > self.state.citus_workers:  # the new ones start and join with the rest
+            self.state.citus_workers = wanted
+            self.layout.save_state(self.state)
         coordinator = CitusNode(self.layout, self.state, self.console, found)
         workers = [
             CitusNode(self.layout, self.state, self.console, found, worker)
             for worker in range(1, self.state.citus_workers + 1)
         ]
+        # Fewer wanted: the last ones keep running (their shards must be drained
+        # first) until ``up`` removes them.
+        self.citus_leaving = workers[wanted:]
         self.citus = CitusCluster(coordinator, workers)
         return list(self.citus.nodes)
+
+    def _remove_leaving_workers(self) -> None:
+        """Drain each leaving worker's shards onto the others (online), take it out of the
+        cluster, stop it and delete its data; the home then records fewer workers."""
+        assert self.citus is not None
+        for worker in reversed(self.citus_leaving):
+            began = time.monotonic()
+            self.console.print(f"Draining {worker.name}: moving its shards to the other workers…")
+            self.citus.remove(worker)
+            worker.stop()
+            shutil.rmtree(self.layout.part_dir(worker.name), ignore_errors=True)
+            self.state.ports.more.pop(worker.name, None)
+            self.state.citus_workers -= 1
+            self.layout.save_state(self.state)
+            self.citus.workers.remove(worker)
+            self.pg_nodes.remove(worker)
+            self.console.print(f"{worker.name} removed after {time.monotonic() - began:.1f} s.")
+        self.citus_leaving = []
 
     @property
     def database_parts(self) -> list[Part]:
@@ -180,6 +211,9 @@ class LocalStack:
                 self.cluster.wait_writable(url, timeout)
             if self.citus is not None:
                 self.citus.bootstrap()
+                if self.citus_leaving:
+                    self._remove_leaving_workers()
+                    selected = [part for part in selected if part in self.parts]
             else:
                 self.postgres.bootstrap()
         jvms = [part for part in to_start if part not in database]

@@ -25,6 +25,7 @@ from handoff.migrations.citus import (
 from handoff.stack import citus_build
 from handoff.stack.citus import CitusNode, socket_dir
 from handoff.stack.layout import Layout, StackSettings
+from handoff.stack.local import LocalStack
 
 QUIET = Console(quiet=True)
 
@@ -33,11 +34,38 @@ def _layout(tmp_path: Path, **settings: object) -> Layout:
     return Layout(StackSettings(home=tmp_path / "h", cache_dir=tmp_path / "c", **settings))
 
 
-def test_a_home_records_its_citus_workers_and_refuses_another_count(tmp_path: Path) -> None:
+def test_a_home_records_its_citus_workers_and_leaves_a_new_count_to_the_stack(
+    tmp_path: Path,
+) -> None:
     assert _layout(tmp_path, citus=2).choose_state().citus_workers == 2
     assert _layout(tmp_path).choose_state().citus_workers == 2  # unset: what the home runs
-    with pytest.raises(StackError, match="runs 2 Citus worker"):
-        _layout(tmp_path, citus=3).choose_state()
+    # Another count is not refused: the stack grows or drains the home (below).
+    assert _layout(tmp_path, citus=3).choose_state().citus_workers == 2
+
+
+def test_a_lone_server_home_does_not_become_citus(tmp_path: Path) -> None:
+    _layout(tmp_path).choose_state()
+    with pytest.raises(StackError, match="runs 0 Citus worker"):
+        _layout(tmp_path, citus=2).choose_state()
+
+
+def test_more_workers_are_recorded_and_fewer_leave_only_once_drained(tmp_path: Path) -> None:
+    def stack(**settings: object) -> LocalStack:
+        home = StackSettings(home=tmp_path / "h", cache_dir=tmp_path / "c", **settings)
+        return LocalStack(home, console=QUIET)
+
+    assert stack(citus=2).citus is not None
+    grown = stack(citus=3)
+    assert grown.citus is not None and [w.name for w in grown.citus.workers][-1] == "citus-worker-3"
+    assert grown.state.citus_workers == 3 and not grown.citus_leaving
+    # Fewer: the home still records three until up has drained and removed the third.
+    shrinking = stack(citus=2)
+    assert [w.name for w in shrinking.citus_leaving] == ["citus-worker-3"]
+    assert (
+        shrinking.state.citus_workers
+        == 3
+        == Layout(shrinking.settings).choose_state().citus_workers
+    )
 
 
 def test_a_home_is_citus_or_patroni_not_both(tmp_path: Path) -> None:
