@@ -51,6 +51,8 @@ CITUS_TESTS ?= tests/citus tests/integration/contract tests/integration/consumer
 	tests/integration/consumers/test_ordering.py tests/integration/effects/test_ledger.py \
 	tests/integration/effects/test_rehearsal.py tests/integration/operate/test_audit.py \
 	tests/integration/relay/test_relay.py tests/integration/operate/test_retention.py \
+	tests/integration/operate/test_replay.py tests/integration/operate/test_backlog.py \
+	tests/integration/operate/test_cli_json.py \
 	tests/integration/tracker
 
 test-citus: $(STAMP)  ## the Citus suite on a coordinator + 2 workers (needs Citus: see above)

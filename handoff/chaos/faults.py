@@ -14,6 +14,13 @@ later move takes that shard group to another worker
 (``citus_move_shard_placement``), both online (logical replication; writes
 to the moving shards wait only for the final switch). Emits, the relay,
 consumers and executors run throughout; the verdict is the same.
+
+A rebalance grows the Citus stack by a worker (started and joined as
+``handoff stack up --citus N+1`` does), then rebalances as ``handoff db
+rebalance`` does (Citus's background job, shard groups moved online). The
+next rebalance, or the end of the run, drains that worker's shards onto the
+others and removes it (``handoff stack up --citus N``), so a run leaves the
+stack as it found it.
 """
 
 from __future__ import annotations
@@ -34,8 +41,11 @@ from handoff.chaos import faults_sql as q
 from handoff.chaos.plan import Kill
 from handoff.core.errors import StackError
 from handoff.core.kafka import admin
+from handoff.core.settings import HandoffSettings
 from handoff.deploy.supervisor import Child, Supervisor
+from handoff.operate.rebalance import rebalance
 from handoff.stack.local import LocalStack
+from handoff.stack.migrate import upgrade
 from handoff.stack.postgres import APP_DB
 
 log = logging.getLogger("handoff.chaos")
@@ -56,15 +66,18 @@ class FaultFigures:
     failovers: int = 0
     failover_s: list[float] = field(default_factory=list)  # crash -> a standby leads
     last_fault_at: float = 0.0  # monotonic; when the last fault ended
-    moves: list[tuple[str, float]] = field(default_factory=list)  # ("isolate", seconds)
+    # ("isolate" | "move" | "add worker" | "rebalance" | "drain", seconds)
+    moves: list[tuple[str, float]] = field(default_factory=list)
 
 
 class Killer:
     def __init__(
         self, supervisor: Supervisor, stack: LocalStack, topic: str, seed: int,
-        say: Callable[[str], None], tenant: str = "",
+        say: Callable[[str], None], tenant: str = "", settings: HandoffSettings | None = None,
     ) -> None:  # fmt: skip
         self.supervisor, self.stack, self.topic, self.tenant = supervisor, stack, topic, tenant
+        self.settings = settings
+        self.added_worker = False  # a rebalance grew the Citus stack; drained at the end
         self.rng = random.Random(seed ^ 0x5EED)
         self.say = say
         self.figures = FaultFigures()
@@ -82,6 +95,8 @@ class Killer:
             self._kill_primary()
         elif kill.kind == "move":
             self._move_tenant()
+        elif kill.kind == "rebalance":
+            self._rebalance()
         self.figures.kills[kill.kind] += 1
         self.figures.last_fault_at = time.monotonic()
 
@@ -143,7 +158,7 @@ class Killer:
         if citus is None:
             raise StackError("a move needs a Citus stack (handoff stack up --citus 2)")
         with psycopg.connect(citus.coordinator.node_url(APP_DB), autocommit=True) as conn:
-            isolated = not self.figures.moves
+            isolated = not any(what == "isolate" for what, _ in self.figures.moves)
             began = time.monotonic()
             if isolated:
                 conn.execute(q.ISOLATE, {"tenant": self.tenant})
@@ -158,3 +173,51 @@ class Killer:
         self.figures.moves.append(("isolate" if isolated else "move", took))
         done = "isolated to a shard of its own" if isolated else f"moved to port {to_port}"
         self._note(f"tenant {self.tenant} {done} in {took:.1f} s")
+
+    def _rebalance(self) -> None:
+        citus = self.stack.citus
+        if citus is None or self.settings is None:
+            raise StackError("a rebalance needs a Citus stack (handoff stack up --citus 2)")
+        if self.added_worker:
+            self._remove_worker()
+            return
+        before = self._tenant_port()
+        began = time.monotonic()
+        self._resize(len(citus.workers) + 1)
+        joined = time.monotonic() - began
+        upgrade(self.settings)  # the new worker's per-node parts (as db rebalance does)
+        done = rebalance(self.settings)
+        self.added_worker = True
+        self.figures.moves += [("add worker", joined), ("rebalance", done.seconds)]
+        after = self._tenant_port()
+        moved = f"from port {before} to {after}" if after != before else f"not (on port {after})"
+        self._note(f"a worker joined in {joined:.1f} s; the rebalance moved {done.moves} shard "
+                   f"group(s) in {done.seconds:.1f} s; the tenant's moved {moved}")  # fmt: skip
+
+    def restore(self) -> None:
+        """The Citus stack as the run found it: a worker a rebalance added is removed."""
+        if self.added_worker:
+            self._remove_worker()
+
+    def _remove_worker(self) -> None:
+        assert self.stack.citus is not None
+        began = time.monotonic()
+        self._resize(len(self.stack.citus.workers) - 1)
+        took = time.monotonic() - began
+        self.added_worker = False
+        self.figures.moves.append(("drain", took))
+        self._note(f"the added worker drained (its shards moved back) and removed in {took:.1f} s")
+
+    def _resize(self, workers: int) -> None:
+        """The stack with ``workers`` Citus workers: started and joined, or drained and
+        removed (stack/local.py), as ``handoff stack up --citus N`` does."""
+        settings = self.stack.settings.model_copy(update={"citus": workers})
+        self.stack = LocalStack(settings, console=self.stack.console)
+        self.stack.up([part.name for part in self.stack.database_parts])
+
+    def _tenant_port(self) -> int:
+        assert self.stack.citus is not None
+        with psycopg.connect(self.stack.citus.coordinator.node_url(APP_DB), autocommit=True) as c:
+            row = c.execute(q.PLACEMENT, {"tenant": self.tenant}).fetchone()
+        assert row is not None  # the tenant's shard is always placed somewhere
+        return int(row[2])

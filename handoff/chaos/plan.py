@@ -12,10 +12,12 @@ from handoff.core.errors import ConfigurationError
 # a broker is SIGKILLed and started again; the primary is SIGKILLed with its
 # Patroni, a standby is promoted, and the old primary rejoins as a standby.
 # On Citus, a move is not a kill but a change of place under load: the run's
-# tenant is isolated to a shard of its own, then moved to another worker.
+# tenant is isolated to a shard of its own, then moved to another worker; a
+# rebalance adds a worker and spreads the shards onto it, then (the next time,
+# or at the run's end) drains that worker and removes it.
 PROCESS_KINDS = ("relay", "consumer", "executor", "api")
 NODE_KINDS = ("broker", "primary")
-CITUS_KINDS = ("move",)
+CITUS_KINDS = ("move", "rebalance")
 KINDS = (*PROCESS_KINDS, *NODE_KINDS, *CITUS_KINDS)
 # What a run does when no --kinds is given: all but the Citus ones, on the
 # clustered stack (Patroni and three brokers).

@@ -61,7 +61,7 @@ class ChaosReport:
             ("kills", kills),
             ("failovers (loss → new primary)", f"{f.failovers}" + (f" ({failovers})" if failovers
                                                                    else "")),
-            *([("tenant moved (each call)", ", ".join(f"{what} {s:.1f} s" for what, s in f.moves))]
+            *([("shards moved (each call)", ", ".join(f"{what} {s:.1f} s" for what, s in f.moves))]
               if f.moves else []),
             ("provider faults armed", str(self.provider_faults)),
             ("creates retried (same event id)", f"{self.load.retries} attempts, "
@@ -88,12 +88,13 @@ def _check_stack(stack: LocalStack, plan: ChaosPlan) -> None:
             "(HANDOFF_HOME=<new folder> handoff stack up --pg-nodes 2 --brokers 3, then "
             "handoff db upgrade), or leave primary out of --kinds"
         )
-    if "move" in plan.kinds and (stack.citus is None or len(stack.citus.workers) < 2):
-        raise ConfigurationError(
-            "moving the tenant needs a Citus stack of two workers or more (HANDOFF_HOME=<new "
-            "folder> handoff stack up --citus 2, then handoff db upgrade), or leave move out "
-            "of --kinds"
-        )
+    for kind in {"move", "rebalance"} & set(plan.kinds):
+        if stack.citus is None or len(stack.citus.workers) < 2:
+            raise ConfigurationError(
+                f"a {kind} needs a Citus stack of two workers or more (HANDOFF_HOME=<new "
+                f"folder> handoff stack up --citus 2, then handoff db upgrade), or leave {kind} "
+                "out of --kinds"
+            )
     if "broker" in plan.kinds and len(stack.brokers) < 3:
         raise ConfigurationError(
             "killing a broker needs three (handoff stack up --brokers 3 in a new home), "
@@ -152,7 +153,8 @@ def run_chaos(
                              documents=plan.documents, rate=plan.rate, poison=plan.poison,
                              seed=plan.seed, stop=stop)  # fmt: skip
         armed = _arm_provider_faults(pipeline, plan, load)
-        killer = Killer(supervisor, stack, pipeline.topic, plan.seed, say, pipeline.tenant)
+        killer = Killer(supervisor, stack, pipeline.topic, plan.seed, say, pipeline.tenant,
+                        settings)  # fmt: skip
         creating = threading.Thread(target=load.run, name="chaos-load", daemon=True)
         began = time.monotonic()
         creating.start()
@@ -163,6 +165,7 @@ def run_chaos(
             say(f"[{time.monotonic() - began:6.1f} s] {load.created}/{plan.documents} created; "
                 f"kill {kill.kind}")  # fmt: skip
             killer.apply(kill)
+        killer.restore()  # a worker the run added is drained and removed, under load still
         creating.join()
         if not killer.figures.last_fault_at:
             killer.figures.last_fault_at = time.monotonic()

@@ -24,7 +24,8 @@ def chaos(
         typer.Option(
             help="What may be killed, comma-separated: relay, consumer, executor, "
             "api, broker, primary; and on a Citus stack, move (the run's tenant moved to "
-            "another worker under load)."
+            "another worker under load) and rebalance (a worker added and the shards "
+            "rebalanced onto it; the next time, and at the end, drained and removed)."
         ),
     ] = "relay,consumer,executor,api,broker,primary",
     poison: Annotated[int, typer.Option(help="Documents planted to be quarantined.")] = 3,

@@ -49,6 +49,10 @@ class RetentionTooShort(OperationRefused):
     """A retention shorter than the replay window: it would reopen duplicate effects."""
 
 
+class RebalanceFailed(OperationRefused):
+    """A Citus rebalance ended failed or cancelled; its tasks' messages say why."""
+
+
 class StackError(HandoffError):
     """The local stack could not be brought up, stopped or inspected."""
 

@@ -22,7 +22,13 @@ from psycopg.postgres import adapters as postgres
 SESSION_SETUP = "SET plan_cache_mode = force_custom_plan; SET synchronous_commit = off"
 LISTEN = "LISTEN handoff_outbox"
 # On Citus the relay marks rows instead of moving bounds (the statements at the end).
-ON_CITUS = "SELECT EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'citus')"
+# Each worker has a wake-up flag of its own (made by handoff db upgrade); the
+# workers that lack it, where an emit would fail:
+WORKERS_WITHOUT_WAKEUP = """
+SELECT count(*) FROM run_command_on_workers(
+    $cmd$SELECT to_regclass('handoff.relay_wakeup') IS NOT NULL$cmd$)
+ WHERE NOT success OR result <> 't'
+"""
 
 # Advisory-lock class of the relay's slots: (RELAY_LOCK_CLASS, slot).
 RELAY_LOCK_CLASS = 0x48_4F_46_46  # "HOFF"

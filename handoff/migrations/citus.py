@@ -58,6 +58,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from handoff.core import outbox_sql
+
 ANCHOR = "document_state"
 
 DISTRIBUTED = (
@@ -208,11 +210,6 @@ SELECT bool_and(success), string_agg(DISTINCT result, '; ') FILTER (WHERE NOT su
     INSERT INTO handoff.relay_wakeup DEFAULT VALUES ON CONFLICT DO NOTHING
   $cmd$)
 """
-WORKERS_WITHOUT_WAKEUP = """
-SELECT count(*) FROM run_command_on_workers(
-    $cmd$SELECT to_regclass('handoff.relay_wakeup') IS NOT NULL$cmd$)
- WHERE NOT success OR result <> 't'
-"""
 
 
 def undecided(tables: set[str]) -> set[str]:
@@ -278,7 +275,7 @@ def distribute(conn: Any) -> list[str]:
     if delegated := run(UNDELEGATED).fetchone()[0]:
         run(DELEGATE)
         done.append(f"{delegated} entry points delegated to the worker of their tenant")
-    if run(WORKERS_WITHOUT_WAKEUP).fetchone()[0]:
+    if run(outbox_sql.WORKERS_WITHOUT_WAKEUP).fetchone()[0]:
         made, failure = run(WAKEUP_ON_WORKERS).fetchone()
         if not made:
             raise RuntimeError(f"could not make handoff.relay_wakeup on a worker: {failure}")

@@ -1,4 +1,6 @@
-"""The tenant's shards moved between workers under load (``handoff chaos --kinds move``).
+"""Shards moved between workers under load: the tenant's (``handoff chaos --kinds move``),
+and every worker's when a worker is added and the shards rebalanced onto it, then drained
+and removed (``--kinds rebalance``).
 
 The invoice pipeline runs (API, relays, consumers, executors, the sandbox
 provider) while its tenant is isolated to a shard group of its own and then
@@ -13,6 +15,7 @@ from __future__ import annotations
 
 import random
 
+from handoff.stack.layout import Layout
 from handoff.stack.local import LocalStack
 from tests.fix_cluster import run_chaos
 
@@ -29,3 +32,22 @@ def test_moving_the_tenant_under_load_loses_and_doubles_nothing(local_stack: Loc
     # Creates wait on the moving shards' locks rather than fail: no create was
     # refused (a 5xx or no answer) for longer than the longest move took.
     assert figures["longestRefusalSeconds"] <= max(m["seconds"] for m in figures["moves"]), said
+
+
+def test_adding_a_worker_and_rebalancing_under_load_loses_and_doubles_nothing(
+    local_stack: LocalStack,
+) -> None:
+    seed = random.randrange(1, 10_000)
+    workers = len(local_stack.citus.workers) if local_stack.citus else 0
+    # "rebalance" twice: a worker added and the shards spread onto it, then drained off
+    # it and removed; a relay and a consumer killed too.
+    figures, said = run_chaos(local_stack.layout.home, seed, "--for", "50", "--every", "10",
+                              "--rate", "5", "--kinds", "rebalance,relay,consumer,rebalance",
+                              "--drain-timeout", "240")  # fmt: skip
+    kinds = [m["kind"] for m in figures["moves"]]
+    assert kinds[:2] == ["add worker", "rebalance"] and kinds.count("drain") == 1, said
+    # The run leaves the stack as it found it: the worker it added is gone again.
+    assert Layout(local_stack.settings).choose_state().citus_workers == workers
+    assert local_stack.citus is not None and local_stack.citus.workers_active() == workers
+    moves = [m["seconds"] for m in figures["moves"] if m["kind"] in {"rebalance", "drain"}]
+    assert figures["longestRefusalSeconds"] <= max(moves), said
