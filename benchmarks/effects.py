@@ -51,7 +51,8 @@ SELECT count(*) FILTER (WHERE i.state = 'succeeded'),
        array_agg(extract(epoch FROM i.completed_at - c.first_claim) * 1000)
   FROM handoff.effect_intents i
   JOIN LATERAL (SELECT min(at) AS first_claim FROM handoff.effect_history h
-                 WHERE h.intent_id = i.id AND h.from_state = 'intended') c ON true
+                 WHERE h.tenant_id = i.tenant_id AND h.intent_id = i.id
+                   AND h.from_state = 'intended') c ON true
  WHERE i.tenant_id = %(tenant)s AND i.business_key LIKE %(run)s
 """
 
@@ -59,9 +60,11 @@ RECONCILED = """
 SELECT extract(epoch FROM done.at - lost.at) * 1000
   FROM handoff.effect_intents i
   JOIN LATERAL (SELECT min(at) AS at FROM handoff.effect_history h
-                 WHERE h.intent_id = i.id AND h.to_state = 'unknown') lost ON true
+                 WHERE h.tenant_id = i.tenant_id AND h.intent_id = i.id
+                   AND h.to_state = 'unknown') lost ON true
   JOIN LATERAL (SELECT min(at) AS at FROM handoff.effect_history h
-                 WHERE h.intent_id = i.id AND h.to_state = 'succeeded') done ON true
+                 WHERE h.tenant_id = i.tenant_id AND h.intent_id = i.id
+                   AND h.to_state = 'succeeded') done ON true
  WHERE i.tenant_id = %(tenant)s AND i.business_key LIKE %(run)s
    AND i.reconciliation = 'reconciled'
 """

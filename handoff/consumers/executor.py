@@ -32,7 +32,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import psycopg
 from psycopg.conninfo import make_conninfo
@@ -44,6 +44,7 @@ from handoff.consumers.providers import Answer
 from handoff.consumers.settings import EffectSettings
 from handoff.core import db
 from handoff.core import effects_sql as ledger
+from handoff.core import guards_sql as guards
 from handoff.core.errors import (
     ConfigurationError,
     DatabaseUnavailable,
@@ -55,6 +56,8 @@ from handoff.core.errors import (
 )
 from handoff.core.outage import Outage
 from handoff.core.tx import HandoffTx, transact
+
+T = TypeVar("T")
 
 log = logging.getLogger("handoff.effects")
 
@@ -92,6 +95,10 @@ class Executor:
     ) -> None:
         self.app, self.conn, self.config = app, conn, config
         self.worker = worker or f"{socket.gethostname()}:{os.getpid()}:{threading.get_ident()}"
+        # Learnt once: every ledger call names it (on Citus: handed whole to its worker).
+        with db.translated(), conn.transaction():
+            row = conn.execute(guards.WHOAMI).fetchone()
+        self.tenant: str | None = row[0] if row else None
         self.policy = config.retry_policy()
         self._sleep = sleep
 
@@ -99,12 +106,9 @@ class Executor:
 
     def step(self) -> int:
         """Claim and perform what is due now; the number of intents taken."""
-        rows = transact(
-            self.conn,
-            lambda tx: tx.execute(
-                ledger.CLAIM,
-                {"worker": self.worker, "lease_s": self.config.lease_s, "limit": 1, "submit": True},
-            ).fetchall(),
+        claim = {"worker": self.worker, "lease_s": self.config.lease_s, "limit": 1, "submit": True}
+        rows = self._transact(
+            lambda tx: tx.execute(*tx.by_tenant(ledger.CLAIM, ledger.CLAIM_FOR, claim)).fetchall()
         )
         for row in rows:
             self.perform(Claimed(*row))
@@ -180,12 +184,13 @@ class Executor:
         return False
 
     def _submitting(self, c: Claimed) -> bool:
-        ok = transact(
-            self.conn,
-            lambda tx: bool(
-                tx.execute(ledger.SUBMITTING, {"id": c.id, "claim": c.claim}).fetchone()[0]  # type: ignore[index]
-            ),
-        )
+        key = {"id": c.id, "claim": c.claim}
+
+        def submitting(tx: HandoffTx) -> bool:
+            row = tx.execute(*tx.by_tenant(ledger.SUBMITTING, ledger.SUBMITTING_FOR, key))
+            return bool(row.fetchone()[0])  # type: ignore[index]
+
+        ok = self._transact(submitting)
         if not ok:
             self._count(c, "fenced")
         return ok
@@ -302,19 +307,22 @@ class Executor:
         detail: str | None = None,
     ) -> bool:
         row = tx.execute(
-            ledger.RECORD,
-            {
-                "id": c.id,
-                "claim": c.claim,
-                "state": state,
-                "reconciliation": reconciliation,
-                "provider_ref": provider_ref,
-                "outcome": Jsonb(outcome) if outcome is not None else None,
-                "error": error,
-                "retry_in_s": retry_in_s,
-                "lookup_failed": lookup_failed,
-                "detail": detail or error,
-            },
+            *tx.by_tenant(
+                ledger.RECORD,
+                ledger.RECORD_FOR,
+                {
+                    "id": c.id,
+                    "claim": c.claim,
+                    "state": state,
+                    "reconciliation": reconciliation,
+                    "provider_ref": provider_ref,
+                    "outcome": Jsonb(outcome) if outcome is not None else None,
+                    "error": error,
+                    "retry_in_s": retry_in_s,
+                    "lookup_failed": lookup_failed,
+                    "detail": detail or error,
+                },
+            )
         ).fetchone()
         return bool(row and row[0])
 
@@ -322,8 +330,8 @@ class Executor:
         if not self._transact(lambda tx: self._record_in(tx, c, state, **fields)):
             self._count(c, "fenced")
 
-    def _transact(self, work: Callable[[HandoffTx], bool]) -> bool:
-        return transact(self.conn, work)
+    def _transact(self, work: Callable[[HandoffTx], T]) -> T:
+        return transact(self.conn, work, tenant=self.tenant)
 
     def _count(self, c: Claimed, result: str) -> None:
         metrics.EFFECTS.labels(self.app.name, c.effect, result).inc()

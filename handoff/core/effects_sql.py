@@ -34,6 +34,20 @@ SELECT handoff.effect_record(%(id)s, %(claim)s, %(state)s, %(reconciliation)s,
                              %(lookup_failed)s, %(detail)s)
 """
 
+# The same three naming the executor's tenant (effects_by_tenant.sql): on Citus
+# each is handed whole to the tenant's worker.
+CLAIM_FOR = """
+SELECT id, effect, idempotency_key, request, document_id, run_id, event_id, claim, attempts,
+       lookups, needs_lookup, submitted, recovered
+  FROM handoff.effect_claim_for(%(tenant)s, %(worker)s, %(lease_s)s, %(limit)s, %(submit)s)
+"""
+SUBMITTING_FOR = "SELECT handoff.effect_submitting_for(%(tenant)s, %(id)s, %(claim)s)"
+RECORD_FOR = """
+SELECT handoff.effect_record_for(%(tenant)s, %(id)s, %(claim)s, %(state)s, %(reconciliation)s,
+                                 %(provider_ref)s, %(outcome)s, %(error)s, %(retry_in_s)s,
+                                 %(lookup_failed)s, %(detail)s)
+"""
+
 WORKFLOW_START = """
 SELECT execution_name, started_at, created
   FROM handoff.workflow_start(%(workflow)s, %(name)s, %(document_id)s, %(run_id)s,

@@ -101,6 +101,12 @@ AS $$
 DECLARE
     v services := _consumer();
     v_ids bigint[];
+    v_id bigint;
+    v_was text;
+    v_by text;
+    v_sent boolean;
+    v_send boolean;
+    v_row effect_intents;
     -- A variable, not now() in the CASE below: Citus refuses a non-immutable
     -- function inside a CASE or COALESCE of a write (hence also least() and
     -- "now() + CASE ... interval '0'" in the functions after this one).
@@ -129,33 +135,43 @@ BEGIN
              LIMIT p_limit - coalesce(cardinality(v_ids), 0)
                FOR UPDATE SKIP LOCKED) e;
     END IF;
-    RETURN QUERY
-    WITH ready AS (
-        SELECT e.id, e.state AS was, e.claimed_by AS by, e.submitted_at IS NOT NULL AS sent,
-               p_submit AND e.submitted_at IS NULL AS send
-          FROM effect_intents e WHERE e.id = ANY (v_ids) AND e.tenant_id = v.tenant_id
-    ), taken AS (
+    -- One intent at a time, in three statements that each name the tenant: on Citus
+    -- each runs on the tenant's shard where the function runs. As one statement (a
+    -- CTE reading, updating, then logging) Citus planned the update's rows as an
+    -- intermediate result sent to every node: 30 ms a claim instead of 1 (since 0023).
+    FOREACH v_id IN ARRAY coalesce(v_ids, '{}') LOOP
+        SELECT e.state, e.claimed_by, e.submitted_at IS NOT NULL,
+               p_submit AND e.submitted_at IS NULL
+          INTO v_was, v_by, v_sent, v_send
+          FROM effect_intents e WHERE e.tenant_id = v.tenant_id AND e.id = v_id;
         UPDATE effect_intents e
-           SET state = CASE WHEN ready.send THEN 'submitted' ELSE 'claimed' END,
-               attempts = e.attempts + CASE WHEN ready.send THEN 1 ELSE 0 END,
-               submitted_at = CASE WHEN ready.send THEN v_now ELSE e.submitted_at END,
+           SET state = CASE WHEN v_send THEN 'submitted' ELSE 'claimed' END,
+               attempts = e.attempts + CASE WHEN v_send THEN 1 ELSE 0 END,
+               submitted_at = CASE WHEN v_send THEN v_now ELSE e.submitted_at END,
                claim = e.claim + 1, claimed_by = p_worker,
                lease_until = now() + make_interval(secs => p_lease_s), updated_at = now()
-          FROM ready
-         WHERE e.id = ready.id AND e.tenant_id = v.tenant_id
-        RETURNING e.*, ready.was, ready.by, ready.sent, ready.send
-    ), logged AS (
+         WHERE e.tenant_id = v.tenant_id AND e.id = v_id
+        RETURNING e.* INTO v_row;
         INSERT INTO effect_history (tenant_id, intent_id, actor, from_state, to_state, detail)
-        SELECT t.tenant_id, t.id, p_worker, t.was, t.state,
-               concat_ws('; ', CASE WHEN t.was IN ('claimed', 'submitted')
-                                    THEN 'lease of ' || t.by || ' expired' END,
-                         CASE WHEN t.send THEN 'claimed, attempt ' || t.attempts END)
-          FROM taken t
-    )
-    SELECT t.id, t.effect, t.idempotency_key, t.request, t.document_id, t.run_id, t.event_id,
-           t.claim, t.attempts, t.lookups, t.sent, t.send,
-           CASE WHEN t.was IN ('claimed', 'submitted') THEN t.by END
-      FROM taken t;
+        VALUES (v.tenant_id, v_id, p_worker, v_was, v_row.state,
+                concat_ws('; ', CASE WHEN v_was IN ('claimed', 'submitted')
+                                     THEN 'lease of ' || v_by || ' expired' END,
+                          CASE WHEN v_send THEN 'claimed, attempt ' || v_row.attempts END));
+        id := v_id;
+        effect := v_row.effect;
+        idempotency_key := v_row.idempotency_key;
+        request := v_row.request;
+        document_id := v_row.document_id;
+        run_id := v_row.run_id;
+        event_id := v_row.event_id;
+        claim := v_row.claim;
+        attempts := v_row.attempts;
+        lookups := v_row.lookups;
+        needs_lookup := v_sent;
+        submitted := v_send;
+        recovered := CASE WHEN v_was IN ('claimed', 'submitted') THEN v_by END;
+        RETURN NEXT;
+    END LOOP;
 END
 $$;
 

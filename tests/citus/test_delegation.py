@@ -16,6 +16,7 @@ import psycopg
 import pytest
 from psycopg.types.json import Jsonb
 
+from handoff.core import effects_sql as ledger
 from handoff.core import guards_sql as guards
 from handoff.core.emitter import emit_as, emit_direct, own_tenant
 from handoff.core.errors import ServiceInUse
@@ -302,3 +303,37 @@ def test_a_consumers_unit_with_its_own_write_commits_on_the_tenants_worker_alone
     assert admin.execute(
         "SELECT count(*) FROM citus_app.done WHERE tenant_id = %s", (tenant,)
     ).fetchone() == (1,)
+
+
+def test_the_executors_claim_and_record_are_handed_whole_to_the_tenants_worker(
+    cluster: CitusCluster, tenant_services: dict[str, Credential]
+) -> None:
+    """An effect intent claimed, marked about to be sent and recorded, as an executor
+    does (consumers/executor.py): each call names the tenant and is pushed down, and
+    nothing commits with two phases."""
+    review = tenant_services["review"]
+    url = f"postgresql://{review.role}:{review.secret}@{cluster.coordinator.address()}/handoff"
+    coordinator = cluster.coordinator.node_url("handoff")
+    [(before,)] = on(coordinator, "SELECT count(*) FROM pg_dist_transaction")
+    with psycopg.connect(url, autocommit=True) as conn:
+        tenant = own_tenant(conn)
+        transact(conn, lambda tx: tx.intend(event_id="e-1", effect="charge", document_id="d-1",
+                                           run_id=1, request={"amount": 1}),
+                 tenant=tenant)  # fmt: skip
+        notes = _listening(conn)
+        claim = {"tenant": tenant, "worker": "w", "lease_s": 30.0, "limit": 1, "submit": False}
+        [row] = conn.execute(ledger.CLAIM_FOR, claim).fetchall()
+        intent, claimed = row[0], row[7]
+        key = {"tenant": tenant, "id": intent, "claim": claimed}
+        assert conn.execute(ledger.SUBMITTING_FOR, key).fetchone() == (True,)
+        record = {**key, "state": "succeeded", "reconciliation": None, "provider_ref": "p-1",
+                  "outcome": Jsonb({"ok": True}), "error": None, "retry_in_s": 0.0,
+                  "lookup_failed": False, "detail": None}  # fmt: skip
+        assert conn.execute(ledger.RECORD_FOR, record).fetchone() == (True,)
+        assert notes.count(PUSHED_DOWN) == 3, notes
+    [(after,)] = on(coordinator, "SELECT count(*) FROM pg_dist_transaction")
+    assert after == before, "an executor's call committed on more than one node"
+    worker = _worker_of(cluster, tenant)
+    assert on(worker.node_url("handoff"),
+              "SELECT state, provider_ref FROM handoff.effect_intents WHERE tenant_id = %s",
+              tenant) == [("succeeded", "p-1")]  # fmt: skip

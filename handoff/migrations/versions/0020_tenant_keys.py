@@ -20,6 +20,7 @@ def upgrade() -> None:
     _upgrade_sql()
     apply_family("consumers")
     apply_family("effects")
+    apply_frozen("0023_effects_by_tenant.before.sql")  # effect_claim as of this day
     apply_family("tracker")
     apply_frozen("0022_sample_by_tenant.before.sql")  # the fold and samples as of this day
     apply_family("contract")
