@@ -161,6 +161,9 @@ def _running(stack: LocalStack, cluster: _Cluster, what: str) -> Iterator[_Clust
     except StackError as exc:
         stack.down()
         pytest.fail(f"{what} did not come up: {exc}", pytrace=False)
+    except BaseException:  # a database error in the migrations, an interrupt: stop it all
+        stack.down()
+        raise
     try:
         yield cluster
     finally:

@@ -56,12 +56,14 @@ from handoff.core.errors import (
 )
 from handoff.core.outage import Outage
 from handoff.core.tx import HandoffTx, transact
+from handoff.core.worker_listen import WorkerListeners
 
 T = TypeVar("T")
 
 log = logging.getLogger("handoff.effects")
 
 WAKE = "LISTEN handoff_effects"
+WORKERS_REFRESH_S = 30.0  # on Citus: how often the list of workers to listen on is read
 
 
 @dataclass(frozen=True)
@@ -389,19 +391,41 @@ class Executors:
 
     def _listen(self) -> None:
         while not self._stop.is_set():
+            workers: WorkerListeners | None = None
             try:
                 with (
                     connect(self.database_url, self.app, autocommit=True) as conn,
                     db.translated(sent=False),
                 ):
                     conn.execute(WAKE)
-                    while not self._stop.is_set():
-                        for _ in conn.notifies(timeout=self.config.poll_s, stop_after=1):
-                            with self._wake:
-                                self._wake.notify_all()
+                    if db.on_citus(conn):
+                        # An intent notifies on its tenant's worker: listen there too.
+                        own = make_conninfo(self.database_url, user=self.app.credential.role,
+                                            password=self.app.credential.secret)  # fmt: skip
+                        workers = WorkerListeners(own, WAKE, "effect wake-ups")
+                    self._wait_for_intents(conn, workers)
             except DatabaseUnavailable as exc:  # the executors poll meanwhile
                 self.database_down.failed(f"wake-ups lost ({exc}); polling")
                 self._stop.wait(self.config.poll_s)
+            finally:
+                if workers is not None:
+                    workers.close()
+
+    def _wait_for_intents(
+        self, conn: psycopg.Connection[Any], workers: WorkerListeners | None
+    ) -> None:
+        next_refresh = 0.0
+        while not self._stop.is_set():
+            if workers is None:
+                heard = any(True for _ in conn.notifies(timeout=self.config.poll_s, stop_after=1))
+            else:
+                if time.monotonic() >= next_refresh:  # workers come and go (a rebalance)
+                    workers.refresh(conn)
+                    next_refresh = time.monotonic() + WORKERS_REFRESH_S
+                heard = workers.wait(conn, self.config.poll_s)
+            if heard:
+                with self._wake:
+                    self._wake.notify_all()
 
     def _worker(self, index: int) -> None:
         host = f"{socket.gethostname()}:{os.getpid()}"

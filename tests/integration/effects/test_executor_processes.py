@@ -176,3 +176,19 @@ def test_executors_ride_a_database_restart_logged_as_one_outage(
     assert "Traceback" not in log, log[-3000:]
     assert log.count("the database (effect executors) unavailable") == 1, log[-3000:]
     assert re.search(r"the database \(effect executors\) is back after [0-9.]+ s", log), log
+
+
+def test_an_idle_executor_is_woken_by_a_new_intent_not_by_its_poll(
+    rehearsal: Rehearsal, sandbox: SandboxProcess, procs: Procs
+) -> None:
+    """With a poll of a minute, an intent written while the executor waits is performed
+    within seconds: its notification wakes it. On Citus the intent is written (and its
+    notification sent) on the tenant's worker, where the executor listens too."""
+    procs.start("effects", "run", "tests.effect_apps:app", HANDOFF_EFFECTS_POLL_S="60")
+    assert wait_until(lambda: "executor(s) started" in procs.log(0), 30), procs.log(0)
+    time.sleep(2.0)  # its first claim found nothing; it waits now
+    doc, payload = rehearsal.order()
+    began = time.monotonic()
+    assert rehearsal.processor().run_one(rehearsal.item(payload)) == "apply"
+    assert wait_until(lambda: _state(rehearsal, doc)[:1] == ("succeeded",), 20), procs.log(0)
+    assert time.monotonic() - began < 20 and len(sandbox.payments(doc)) == 1
