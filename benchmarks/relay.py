@@ -32,14 +32,9 @@ from handoff.relay.kafka_io import headers
 
 BACKLOG_DOCS = 10_000  # documents of a backlog; a row's version is its number / this + 1
 
-# Rows numbered start..stop as emits write them, with the emit's wake-up of an
-# idle relay (relay_wakeup); occurredAt is each row's own clock. bench relay
-# fills its backlog with it, bench peer every scenario's rows.
-FILL = f"""
-WITH wake AS (
-    UPDATE handoff.relay_wakeup SET waiting = false WHERE waiting
-    RETURNING pg_notify('handoff_outbox', '')
-)
+# Rows numbered start..stop as emits write them; occurredAt is each row's own
+# clock. bench relay fills its backlog with it (the relay starts after).
+ROWS = f"""
 INSERT INTO handoff.outbox (tenant_id, document_id, run_id, version, event_id, event_type, payload)
 SELECT %(tenant)s, 'doc-' || (g %% {BACKLOG_DOCS}), 1, g / {BACKLOG_DOCS} + 1,
        %(tenant)s || '-' || g, 'handed',
@@ -54,6 +49,17 @@ SELECT %(tenant)s, 'doc-' || (g %% {BACKLOG_DOCS}), 1, g / {BACKLOG_DOCS} + 1,
            'data', jsonb_build_object('amount', g, 'note', 'benchmark row'))
   FROM generate_series(%(start)s::bigint, %(stop)s::bigint) AS g
 """
+# The same with the emit's wake-up of an idle relay (relay_wakeup): bench peer's
+# rows, written while a relay waits. One server only: on Citus this statement
+# (a CTE updating a coordinator table beside an INSERT ... SELECT into a
+# distributed one) wrote every payload field computed from g as NULL (Citus
+# 14.0.1, seen 2026-12-03), so ROWS fills the backlog there.
+FILL = f"""
+WITH wake AS (
+    UPDATE handoff.relay_wakeup SET waiting = false WHERE waiting
+    RETURNING pg_notify('handoff_outbox', '')
+)
+{ROWS}"""
 
 
 @dataclass
@@ -70,7 +76,7 @@ def fill_backlog(settings: HandoffSettings, rows: int, progress: Any) -> str:
     with psycopg.connect(settings.database_url, autocommit=True) as conn:
         for start in range(0, rows, chunk):
             conn.execute(
-                FILL, {"tenant": tenant, "start": start, "stop": min(rows, start + chunk) - 1}
+                ROWS, {"tenant": tenant, "start": start, "stop": min(rows, start + chunk) - 1}
             )
             progress(min(rows, start + chunk))
         conn.execute("VACUUM ANALYZE handoff.outbox")
