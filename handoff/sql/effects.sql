@@ -186,18 +186,23 @@ SET enable_seqscan = off  -- since 0018_index_plans; why: consumer_begin in cons
 AS $$
 DECLARE
     v services := _consumer();
+    v_by text;
+    v_attempts integer;
 BEGIN
     UPDATE effect_intents e
        SET state = 'submitted', attempts = e.attempts + 1,
            submitted_at = least(e.submitted_at, now()), updated_at = now()
      WHERE e.id = p_id AND e.claim = p_claim AND e.state = 'claimed'
-       AND e.tenant_id = v.tenant_id AND e.consumer = v.name;
+       AND e.tenant_id = v.tenant_id AND e.consumer = v.name
+    RETURNING e.claimed_by, e.attempts INTO v_by, v_attempts;
     IF NOT FOUND THEN
         RETURN false;
     END IF;
+    -- VALUES, not INSERT ... SELECT from the intents (since 0023): delegated to a
+    -- worker inside a transaction, Citus refuses that as a distributed query run
+    -- from a shard ("cannot execute a distributed query from a query on a shard").
     INSERT INTO effect_history (tenant_id, intent_id, actor, from_state, to_state, detail)
-    SELECT e.tenant_id, p_id, e.claimed_by, 'claimed', 'submitted', 'attempt ' || e.attempts
-      FROM effect_intents e WHERE e.id = p_id AND e.tenant_id = v.tenant_id;
+    VALUES (v.tenant_id, p_id, v_by, 'claimed', 'submitted', 'attempt ' || v_attempts);
     RETURN true;
 END
 $$;

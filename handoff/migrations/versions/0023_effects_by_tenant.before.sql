@@ -1,4 +1,4 @@
--- handoff.effect_claim as 0022 has it (0023_effects_by_tenant puts it back on
+-- handoff.effect_claim and handoff.effect_submitting as 0022 has them (0023_effects_by_tenant puts it back on
 -- downgrade; 0020 applies it after the effects family).
 
 CREATE OR REPLACE FUNCTION handoff.effect_claim(
@@ -69,5 +69,29 @@ BEGIN
            t.claim, t.attempts, t.lookups, t.sent, t.send,
            CASE WHEN t.was IN ('claimed', 'submitted') THEN t.by END
       FROM taken t;
+END
+$$;
+
+CREATE OR REPLACE FUNCTION handoff.effect_submitting(p_id bigint, p_claim integer) RETURNS boolean
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = handoff, pg_temp
+SET enable_seqscan = off  -- since 0018_index_plans; why: consumer_begin in consumers.sql
+AS $$
+DECLARE
+    v services := _consumer();
+BEGIN
+    UPDATE effect_intents e
+       SET state = 'submitted', attempts = e.attempts + 1,
+           submitted_at = least(e.submitted_at, now()), updated_at = now()
+     WHERE e.id = p_id AND e.claim = p_claim AND e.state = 'claimed'
+       AND e.tenant_id = v.tenant_id AND e.consumer = v.name;
+    IF NOT FOUND THEN
+        RETURN false;
+    END IF;
+    INSERT INTO effect_history (tenant_id, intent_id, actor, from_state, to_state, detail)
+    SELECT e.tenant_id, p_id, e.claimed_by, 'claimed', 'submitted', 'attempt ' || e.attempts
+      FROM effect_intents e WHERE e.id = p_id AND e.tenant_id = v.tenant_id;
+    RETURN true;
 END
 $$;
