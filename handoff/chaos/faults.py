@@ -183,11 +183,11 @@ class Killer:
             return
         before = self._tenant_port()
         began = time.monotonic()
+        self.added_worker = True  # from here on, restore() takes it out again
         self._resize(len(citus.workers) + 1)
         joined = time.monotonic() - began
         upgrade(self.settings)  # the new worker's per-node parts (as db rebalance does)
         done = rebalance(self.settings)
-        self.added_worker = True
         self.figures.moves += [("add worker", joined), ("rebalance", done.seconds)]
         after = self._tenant_port()
         moved = f"from port {before} to {after}" if after != before else f"not (on port {after})"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from dataclasses import dataclass
@@ -146,6 +147,7 @@ def run_chaos(
     supervising = threading.Thread(target=supervisor.run, name="chaos-supervisor", daemon=True)
     supervising.start()
     stop = threading.Event()
+    killer: Killer | None = None
     try:
         _wait_healthy(pipeline.sandbox_url, "sandbox provider")
         _wait_healthy(pipeline.api_url, "API")
@@ -176,6 +178,9 @@ def run_chaos(
                         load.figures.receipts, load.figures.poison, say)  # fmt: skip
     finally:
         stop.set()
+        if killer is not None:
+            with contextlib.suppress(Exception):  # the run's own error is the one to show
+                killer.restore()  # a worker a rebalance added, even when the run failed
         supervisor.stop()
         supervising.join(120)
     return ChaosReport(plan, pipeline.tenant, load.figures, killer.figures, verdict, armed,

@@ -22,6 +22,15 @@ from psycopg.postgres import adapters as postgres
 SESSION_SETUP = "SET plan_cache_mode = force_custom_plan; SET synchronous_commit = off"
 LISTEN = "LISTEN handoff_outbox"
 # On Citus the relay marks rows instead of moving bounds (the statements at the end).
+# The wake-up flag of one Citus worker, made as on the coordinator (0001_contract);
+# idempotent. handoff db upgrade runs it on every worker as the app role, and the
+# local stack on a worker that joins a cluster which has the schema.
+WAKEUP_FLAG = """
+CREATE TABLE IF NOT EXISTS handoff.relay_wakeup (
+    id      boolean PRIMARY KEY DEFAULT true CHECK (id),
+    waiting boolean NOT NULL DEFAULT false);
+INSERT INTO handoff.relay_wakeup DEFAULT VALUES ON CONFLICT DO NOTHING
+"""
 # Each worker has a wake-up flag of its own (made by handoff db upgrade); the
 # workers that lack it, where an emit would fail:
 WORKERS_WITHOUT_WAKEUP = """

@@ -202,14 +202,9 @@ DELEGATE = (
 # The wake-up flag on each worker, made as on the coordinator (0001_contract) and
 # owned by the same role; idempotent, so a worker added later gets it at the next
 # `handoff db upgrade`.
-WAKEUP_ON_WORKERS = """
+WAKEUP_ON_WORKERS = f"""
 SELECT bool_and(success), string_agg(DISTINCT result, '; ') FILTER (WHERE NOT success)
-  FROM run_command_on_workers($cmd$
-    CREATE TABLE IF NOT EXISTS handoff.relay_wakeup (
-        id      boolean PRIMARY KEY DEFAULT true CHECK (id),
-        waiting boolean NOT NULL DEFAULT false);
-    INSERT INTO handoff.relay_wakeup DEFAULT VALUES ON CONFLICT DO NOTHING
-  $cmd$)
+  FROM run_command_on_workers($cmd${outbox_sql.WAKEUP_FLAG}$cmd$)
 """
 
 

@@ -39,6 +39,7 @@ from psycopg import sql
 from rich.console import Console
 
 from handoff.core.errors import StackError
+from handoff.core.outbox_sql import WAKEUP_FLAG
 from handoff.stack.layout import Layout, StackState
 from handoff.stack.postgres import (
     APP_DB,
@@ -61,6 +62,8 @@ SELECT DISTINCT m.roleid::regrole::text, m.member::regrole::text
   JOIN pg_roles grantor ON grantor.oid = g.grantor AND NOT grantor.rolsuper
   JOIN pg_auth_members m ON m.roleid = g.roleid AND m.member = g.grantor AND m.admin_option
 """
+# Whether the cluster has Handoff's schema (a relay wake-up flag on the coordinator).
+HAS_SCHEMA = "SELECT 1 WHERE to_regclass('handoff.relay_wakeup') IS NOT NULL"
 DATABASE_SETTINGS = {
     # Shards per distributed table. Citus's default (32) multiplies every DDL
     # statement by 32 per table; 16 still gives a rebalance several shards to
@@ -263,6 +266,21 @@ class CitusCluster:
                 self.coordinator.console.print(f"Adding {worker.name} to the Citus cluster…")
                 self._make_grantors(worker, grantors, administered)
                 conn.execute("SELECT citus_add_node(%s, %s)", (here, worker.port))
+                if conn.execute(HAS_SCHEMA).fetchone() is not None:
+                    self._make_wakeup_flag(worker)
+
+    @staticmethod
+    def _make_wakeup_flag(worker: CitusNode) -> None:
+        """A worker joining a cluster that has Handoff's schema gets its relay wake-up flag
+        now (as handoff db upgrade makes it), owned by the app role: an emit on a worker
+        without one fails, and a shard may move there before anyone runs the upgrade."""
+        with psycopg.connect(worker.node_url(APP_DB)) as conn:
+            conn.execute(WAKEUP_FLAG)
+            conn.execute(
+                sql.SQL("ALTER TABLE handoff.relay_wakeup OWNER TO {}").format(
+                    sql.Identifier(APP_ROLE)
+                )
+            )  # committed as the connection closes
 
     @staticmethod
     def _make_grantors(
