@@ -32,8 +32,18 @@ lint: $(STAMP)  ## ruff and mypy
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 
-schemas-check: $(STAMP)  ## the newest event schema reads every retained version
+# The AsyncAPI parser (npm; Node.js 18+), pinned by scripts/asyncapi/package-lock.json.
+ASYNCAPI_STAMP := scripts/asyncapi/node_modules/.installed
+
+$(ASYNCAPI_STAMP): scripts/asyncapi/package-lock.json
+	@command -v npm >/dev/null || { echo "npm (Node.js 18+) is needed to validate docs/asyncapi.yaml: install Node.js"; exit 1; }
+	cd scripts/asyncapi && npm ci --no-audit --no-fund --loglevel=error
+	@touch $(ASYNCAPI_STAMP)
+
+schemas-check: $(STAMP) $(ASYNCAPI_STAMP)  ## event schemas compatible; docs/asyncapi.yaml current and valid
 	$(BIN)/handoff schemas check
+	$(BIN)/handoff schemas asyncapi --check docs/asyncapi.yaml
+	node scripts/asyncapi/validate.mjs docs/asyncapi.yaml
 
 test: lint schemas-check up browser  ## the whole suite against the real stack
 	$(BIN)/handoff db upgrade

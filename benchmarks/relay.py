@@ -129,10 +129,10 @@ def bare_loop(settings: HandoffSettings, topic: str, rows: int) -> float:
     for i in range(10_000):
         payload = {
             "eventId": f"bare-{i}", "eventType": "handed", "source": "o01",
-            "occurredAt": "2026-11-29T10:00:00+00:00", "tenantId": "bare",
+            "occurredAt": 1_764_410_400_000_000, "tenantId": "bare",
             "documentId": f"doc-{i}", "runId": 1, "version": 1, "owner": f"o{i % 50}",
             "previousOwner": "o01", "status": "working",
-            "assignedAt": "2026-11-29T10:00:00+00:00", "completed": False,
+            "assignedAt": 1_764_410_400_000_000, "completed": False,
             "data": {"amount": i, "note": "benchmark row"},
         }  # fmt: skip
         samples.append(

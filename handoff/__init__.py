@@ -4,7 +4,10 @@ Subpackages follow DESIGN.md's layout, each importing only what is below it:
 
 - ``core``: the contract (models, errors, settings, the unit of work, the SQL
   families, the emit call, identity, Avro, Kafka clients); imports nothing of ours.
-- ``relay``, ``consumers``, ``tracker``, ``stack``, ``deploy``: import ``core`` only.
+- ``telemetry`` (log format, tracing): ``core`` only; every package above
+  ``stack`` and ``migrations`` may use it, as they use ``core``.
+- ``relay``, ``consumers``, ``tracker``, ``stack``, ``deploy``: import ``core`` only
+  (and ``telemetry``).
 - ``operate`` (audit, backlog, replay, projections, retention): ``core`` and
   ``consumers``.
 - ``rehearsal``, ``samples``, ``sandbox``: ``core`` and ``consumers`` (the

@@ -14,6 +14,7 @@ import sys
 import uuid
 from collections import Counter
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +32,7 @@ from handoff.consumers.units import Item, Processor
 from handoff.core.events import encode, to_record
 from handoff.core.identity import Credential
 from handoff.core.kafka import ensure_topics
+from handoff.core.micros import to_micros
 from handoff.core.settings import HandoffSettings
 from handoff.relay.kafka_io import headers, register_schemas
 from handoff.stack.layout import pick_port
@@ -194,7 +196,8 @@ class Wire:
             self._producer = Producer({"bootstrap.servers": self.settings.kafka_bootstrap})
         # The relay's headers, for a message made by hand (its event id is the key's).
         made = {"eventId": key, "eventType": event_type, "owner": owner, "tenantId": tenant,
-                "version": 1}  # fmt: skip
+                "version": 1, "source": "tests", "documentId": key,
+                "occurredAt": to_micros(datetime.now(UTC))}  # fmt: skip
         self._producer.produce(self.topic, value, key.encode(), headers=headers(made))
         assert self._producer.flush(30) == 0
 

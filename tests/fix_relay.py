@@ -140,6 +140,7 @@ def consume(
                     assert event is not None
                     event["_headers"] = headers
                     event["_key"] = msg.key()
+                    event["_value"] = msg.value()
                     event["_partition"] = msg.partition()
                     by_doc[event["documentId"]].append(event)
         finally:

@@ -41,6 +41,8 @@ CONSUMERS: tuple[tuple[str, str, list[str]], ...] = (
     ("senior-review", "senior_review", []),
     ("finalization", "finalization", ["--executors", "2"]),
 )
+# Each consumer's /metrics port, as deploy/prometheus/prometheus.yml scrapes them.
+METRICS_PORTS = {"routing": 9401, "review": 9402, "senior-review": 9403, "finalization": 9404}
 # The README's example document; it waits at review, version 7.
 WALKTHROUGH = "invoice-42"
 WALKTHROUGH_NOTES = ("amounts", "tax ids", "bank details", "purchase order", "signatures")
@@ -155,12 +157,15 @@ def write_deployment(
         'name = "relay"',
         'handoff = ["relay"]',
     ]  # fmt: skip
+    metrics = ["--metrics-host", "0.0.0.0"] if bind else []
     for name, attr, extra in CONSUMERS:
+        command = ["consume", f"handoff.samples.invoices:{attr}", *extra,
+                   "--metrics-port", str(METRICS_PORTS[name]), *metrics]  # fmt: skip
         lines += [
             "",
             "[[process]]",
             f'name = "{name}"',
-            "handoff = " + _toml_list(["consume", f"handoff.samples.invoices:{attr}", *extra]),
+            "handoff = " + _toml_list(command),
             f'env = {{ HANDOFF_CONSUMER_CREDENTIAL = "${{{credential_variable(name)}}}" }}',
         ]
     lines += [

@@ -14,7 +14,8 @@ from typing import Annotated
 
 import typer
 
-LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s %(message)s"
+from handoff.telemetry import logs
+
 # One line per registry or provider request otherwise.
 QUIET = ("httpx", "httpx2")
 
@@ -28,7 +29,8 @@ MetricsHostOpt = Annotated[
 
 
 def setup_logging(level: int = logging.INFO) -> None:
-    logging.basicConfig(level=level, format=LOG_FORMAT)
+    """Text lines, or JSON lines with HANDOFF_LOG_FORMAT=json (telemetry/logs.py)."""
+    logs.configure(level)
     for noisy in QUIET:
         logging.getLogger(noisy).setLevel(logging.WARNING)
 

@@ -107,10 +107,15 @@ def relay() -> Relay:
 def tracker(
     found: HandoffSettings | None = None, *, pool_size: int = 16
 ) -> tuple[FastAPI, TrackerSettings]:
-    """The tracker's application and the settings its server runs with."""
+    """The tracker's application and the settings its server runs with; it serves the
+    AsyncAPI document of the topics as this deployment's relays publish them."""
+    from handoff.relay import asyncapi
+    from handoff.relay.settings import RelaySettings
     from handoff.tracker.app import create_app
     from handoff.tracker.settings import TrackerSettings
 
+    found = found or settings()
     tracker_settings = TrackerSettings()
-    app = create_app(found or settings(), pool_size=pool_size, tracker=tracker_settings)
+    topics = asyncapi.as_yaml(asyncapi.document(found, RelaySettings()))
+    app = create_app(found, pool_size=pool_size, tracker=tracker_settings, topics_document=topics)
     return app, tracker_settings

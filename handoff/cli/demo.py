@@ -141,9 +141,8 @@ def demo(
             return
         import uvicorn
 
+        from handoff.cli import bootstrap
         from handoff.tracker import serving
-        from handoff.tracker.app import create_app
-        from handoff.tracker.settings import TrackerSettings
 
         url = f"http://{host}:{port}"
         console.print(f"\n[bold]Tracker[/bold]  {url}   (API docs: {url}/docs)")
@@ -167,10 +166,8 @@ def demo(
         # The server runs off the main thread, so uvicorn leaves the signals
         # to us: it would re-raise a Ctrl-C after its own shutdown and end
         # this process before the pipeline's processes are stopped.
-        tracker = TrackerSettings()
-        server = uvicorn.Server(
-            serving.config(create_app(settings, tracker=tracker), host, port, tracker)
-        )
+        app, tracker = bootstrap.tracker(settings)
+        server = uvicorn.Server(serving.config(app, host, port, tracker))
         served = threading.Thread(target=server.run, name="tracker", daemon=True)
         stop = threading.Event()
         for sig in (signal.SIGINT, signal.SIGTERM):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from typing import Annotated
 
 import typer
@@ -16,8 +17,10 @@ def serve(
     pool_size: Annotated[int, typer.Option(help="Database connections.")] = 16,
 ) -> None:
     """Serve the HTTP API (emits, queries, metrics) and the tracker's web UI at /."""
+    from handoff.cli._process import setup_logging
     from handoff.tracker import serving
 
+    setup_logging(logging.WARNING)
     app, tracker = bootstrap.tracker(pool_size=pool_size)
     console.print(
         f"Handoff tracker on http://{host}:{port}  (web UI: /, API docs: /docs); "

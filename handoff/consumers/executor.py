@@ -57,6 +57,7 @@ from handoff.core.errors import (
 from handoff.core.outage import Outage
 from handoff.core.tx import HandoffTx, transact
 from handoff.core.worker_listen import WorkerListeners
+from handoff.telemetry import logs
 
 T = TypeVar("T")
 
@@ -64,6 +65,7 @@ log = logging.getLogger("handoff.effects")
 
 WAKE = "LISTEN handoff_effects"
 WORKERS_REFRESH_S = 30.0  # on Citus: how often the list of workers to listen on is read
+MEASURE_S = 5.0  # how often the open intents are counted (the effects' gauges)
 
 
 @dataclass(frozen=True)
@@ -126,6 +128,13 @@ class Executor:
     # -- one intent --------------------------------------------------------------------
 
     def perform(self, c: Claimed) -> None:
+        with logs.bound(
+            consumer=self.app.name, tenant=self.tenant, documentId=c.document_id,
+            eventId=c.event_id, effect=c.effect, intentId=c.id,
+        ):  # fmt: skip
+            self._perform(c)
+
+    def _perform(self, c: Claimed) -> None:
         effect = self.app.effects.get(c.effect)
         if effect is None:
             self._record(
@@ -369,6 +378,7 @@ class Executors:
 
     def start(self, n: int | None = None) -> None:
         count = self.config.executors if n is None else n
+        metrics.prepare_effects(self.app.name, list(self.app.effects))
         for index in range(count):
             thread = threading.Thread(
                 target=self._worker, args=(index,), name=f"executor-{index}", daemon=True
@@ -414,8 +424,11 @@ class Executors:
     def _wait_for_intents(
         self, conn: psycopg.Connection[Any], workers: WorkerListeners | None
     ) -> None:
-        next_refresh = 0.0
+        next_refresh = next_measure = 0.0
         while not self._stop.is_set():
+            if time.monotonic() >= next_measure:
+                self._measure_open(conn)
+                next_measure = time.monotonic() + MEASURE_S
             if workers is None:
                 heard = any(True for _ in conn.notifies(timeout=self.config.poll_s, stop_after=1))
             else:
@@ -426,6 +439,29 @@ class Executors:
             if heard:
                 with self._wake:
                     self._wake.notify_all()
+
+    def _measure_open(self, conn: psycopg.Connection[Any]) -> None:
+        """The open intents, by state, into the gauges (every state, zeros included).
+
+        Best effort: a failed count (a database not yet upgraded to effect_pending, a
+        statement timeout) leaves the gauges as they were and the wake-ups going.
+        """
+        try:
+            rows = conn.execute(ledger.PENDING).fetchall()
+        except psycopg.OperationalError:
+            raise  # the connection is gone: _listen reconnects
+        except psycopg.Error as exc:
+            log.warning("%s: open effect intents not counted: %s", self.app.name, exc)
+            return
+        found = {state: (n, oldest) for state, n, oldest in rows}
+        name = self.app.name
+        for state in ledger.OPEN_STATES:
+            n, oldest = found.get(state, (0, 0.0))
+            metrics.EFFECTS_OPEN.labels(name, state).set(n)
+            metrics.EFFECTS_OLDEST_OPEN.labels(name, state).set(oldest)
+        n, oldest = found.get("unresolved", (0, 0.0))
+        metrics.EFFECTS_UNRESOLVED.labels(name).set(n)
+        metrics.EFFECTS_OLDEST_OPEN.labels(name, "unresolved").set(oldest)
 
     def _worker(self, index: int) -> None:
         host = f"{socket.gethostname()}:{os.getpid()}"

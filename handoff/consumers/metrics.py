@@ -55,3 +55,48 @@ PROVIDER_SECONDS = Histogram(
     ["consumer", "effect", "call"],
     buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0),
 )
+# Measured by the executors every MEASURE_S (effect_pending(), handoff/sql/metrics.sql).
+EFFECTS_OPEN = Gauge(
+    "handoff_effects_open",
+    "Effect intents not yet settled, by state (intended, claimed, submitted, unknown)",
+    ["consumer", "state"],
+)
+EFFECTS_UNRESOLVED = Gauge(
+    "handoff_effects_unresolved",
+    "Effect intents waiting for a person (handoff effects list --unresolved)",
+    ["consumer"],
+)
+EFFECTS_OLDEST_OPEN = Gauge(
+    "handoff_effects_oldest_open_seconds",
+    "Age of the oldest effect intent not yet settled, by state (and unresolved)",
+    ["consumer", "state"],
+)
+
+# Every result the executors count (executor.py, _count).
+EFFECT_RESULTS = (
+    "succeeded", "failed", "unknown", "not_reached", "reconciled", "absent", "lookup_failed",
+    "unresolved", "fenced",
+)  # fmt: skip
+
+
+def prepare(consumer: str, outcomes: list[str], categories: list[str]) -> None:
+    """A consumer's series at zero before its first event.
+
+    Why: a labelled series exists only once something is counted in it, and a
+    rate over a series that is absent is no rate at all (an alert on retries
+    never fires for a consumer that has not retried yet; the dashboard's
+    panels stay empty). Prometheus's own advice: initialise the label values
+    you know.
+    """
+    for outcome in outcomes:
+        EVENTS.labels(consumer, outcome)
+    for category in categories:
+        RETRIES.labels(consumer, category)
+    UNCLAIMED.labels(consumer)
+
+
+def prepare_effects(consumer: str, effects: list[str]) -> None:
+    """The executors' series at zero (see ``prepare``)."""
+    for effect in effects:
+        for result in EFFECT_RESULTS:
+            EFFECTS.labels(consumer, effect, result)

@@ -42,6 +42,7 @@ from handoff.consumers.event import Position
 from handoff.consumers.failures import Category
 from handoff.consumers.settings import ConsumerSettings
 from handoff.consumers.units import Item, Processor, sweep
+from handoff.consumers.verdicts import Verdict
 from handoff.core import db, kafka
 from handoff.core import guards_sql as guards
 from handoff.core.errors import (
@@ -244,6 +245,11 @@ class Runtime:
 
     def run(self, *, idle_exit_s: float | None = None) -> int:
         """Consume until stopped (or idle for ``idle_exit_s``). Returns messages processed."""
+        metrics.prepare(
+            self.app.name,
+            sorted({v.outcome for v in Verdict} | {"filtered", "unmatched"}),
+            [c.value for c in Category],
+        )
         self._reconnect()
         decoder = Decoder(
             self.settings.schema_registry_url, reader_schema(self.config.reader_schema_version)

@@ -38,6 +38,7 @@ from handoff.core.errors import (
 )
 from handoff.core.tx import HandoffTx, transact
 from handoff.core.wire import json_text
+from handoff.telemetry import logs
 
 log = logging.getLogger("handoff.consumers")
 
@@ -305,7 +306,8 @@ class Processor:
         Answers what became of it: a verdict of the guard, ``WAITING`` or
         ``QUARANTINED``.
         """
-        verdict = self._one(item, spent)
+        with logs.bound(consumer=self.app.name, tenant=self.tenant, **_log_fields(item)):
+            verdict = self._one(item, spent)
         if verdict not in (Verdict.WAITING, Verdict.QUARANTINED):  # quarantine() counts its own
             self._count([verdict])
         return verdict
@@ -340,6 +342,16 @@ def _unclaimed(exc: BaseException | None) -> bool:
             return True
         exc = exc.__cause__ or exc.__context__
     return False
+
+
+def _log_fields(item: Item) -> dict[str, Any]:
+    """What a JSON log line says of the event in hand (telemetry/logs.py)."""
+    if item.event is not None:
+        e = item.event
+        return {"documentId": e.document_id, "eventId": e.event_id, "version": e.version}
+    p = item.position
+    where = f"{p.topic}[{p.partition}]@{p.offset}"
+    return {"eventId": p.headers.get("eventId"), "kafkaPosition": where}
 
 
 def _where(item: Item) -> str:

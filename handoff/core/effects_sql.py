@@ -60,6 +60,10 @@ SELECT execution_name, started_at, created
                                   %(run_id)s, %(event_id)s, %(input)s)
 """
 
+# The calling service's open intents by state, and 'unresolved' (its metrics).
+PENDING = "SELECT state, n, oldest_s FROM handoff.effect_pending()"
+OPEN_STATES = ("intended", "claimed", "submitted", "unknown")
+
 # -- operators (admin role) --------------------------------------------------------
 
 COLUMNS = """

@@ -9,6 +9,7 @@ from typing import Any
 from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
 from confluent_kafka.schema_registry.error import SchemaRegistryError
 
+from handoff.core.cloudevents import cloudevent_headers
 from handoff.core.errors import ConfigurationError, Unavailable
 from handoff.core.events import EventSchema, retained_versions
 
@@ -75,13 +76,15 @@ def _register_subject(
 
 def headers(payload: dict[str, Any]) -> list[Any]:
     """[EventBridge rule / Pipe filter] without decoding the value; ``eventId`` so that a
-    consumer or a tool can deduplicate without decoding either."""
+    consumer or a tool can deduplicate without decoding either. Then the same event's
+    CloudEvents attributes (core/cloudevents.py), for tools that speak only those."""
     return [
         ("eventId", payload["eventId"].encode()),
         ("eventType", payload["eventType"].encode()),
         ("owner", (payload.get("owner") or "").encode()),
         ("tenant", payload["tenantId"].encode()),
         ("version", str(payload["version"]).encode()),
+        *cloudevent_headers(payload),
     ]
 
 

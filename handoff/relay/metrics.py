@@ -13,3 +13,8 @@ PUBLISHED = Counter("handoff_relay_published_total", "Events acknowledged by Kaf
 FAILURES = Counter("handoff_relay_failures_total", "Relay failures by kind", ["kind"])
 SLOTS_OWNED = Gauge("handoff_relay_slots_owned", "Outbox slots this relay publishes")
 PURGED = Counter("handoff_relay_purged_total", "Published outbox rows deleted after retention")
+
+# Every kind the relay counts, at zero from the start (see consumers/metrics.prepare).
+FAILURE_KINDS = ("setup", "database", "encode", "delivery")
+for _kind in FAILURE_KINDS:
+    FAILURES.labels(_kind)

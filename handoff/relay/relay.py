@@ -507,7 +507,11 @@ class Relay:
             except EventEncodingError as exc:
                 done.parked.append((row, str(exc)))
                 metrics.FAILURES.labels("encode").inc()
-                log.error("parking outbox row %s (%s/%s): %s", row.id, *row.document, exc)
+                log.error(
+                    "parking outbox row %s (%s/%s): %s", row.id, *row.document, exc,
+                    extra={"tenant": row.tenant_id, "documentId": row.document_id,
+                           "eventId": row.payload.get("eventId"), "outboxId": row.id},
+                )  # fmt: skip
                 parked[row.document] = row.id
                 continue
             self._produce(

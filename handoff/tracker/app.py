@@ -36,12 +36,14 @@ from handoff.tracker.headers import ResponseHeaders, security_headers
 from handoff.tracker.limits import BodyLimits
 from handoff.tracker.read_model import ReadModel
 from handoff.tracker.request_ids import request_id_header
+from handoff.tracker.request_metrics import RequestMetrics
 from handoff.tracker.sessions import Sessions
 from handoff.tracker.settings import TrackerSettings
 
 log = logging.getLogger("handoff.tracker")
 
 
+YAML = "application/yaml"
 FOLD_LIMIT = 100_000  # outbox rows per flow fold; a backlog is folded in several
 
 
@@ -79,7 +81,10 @@ def create_app(
     *,
     pool_size: int = 16,
     tracker: TrackerSettings | None = None,
+    topics_document: str | None = None,
 ) -> FastAPI:
+    """The API and UI; ``topics_document`` is the AsyncAPI YAML served at /asyncapi.yaml
+    (the composition root builds it from the relay's settings: cli/bootstrap.py)."""
     settings = settings or load_settings()
     tracker = tracker or TrackerSettings()
 
@@ -149,6 +154,7 @@ def create_app(
         BodyLimits, max_json_bytes=tracker.max_json_bytes, max_form_bytes=tracker.max_form_bytes
     )
     app.add_middleware(ResponseHeaders, headers=security_headers)
+    app.add_middleware(RequestMetrics)
     # outermost: every answer has its request id
     app.add_middleware(ResponseHeaders, headers=request_id_header)
     app.include_router(emit_api.router)
@@ -178,5 +184,18 @@ def create_app(
             if not hmac.compare_digest(given.encode(), f"Bearer {tracker.metrics_token}".encode()):
                 raise Unauthenticated("/metrics needs Authorization: Bearer <metrics token>")
         return Response(generate_latest(), media_type=CONTENT_TYPE_LATEST)
+
+    if topics_document is not None:
+        document = topics_document
+
+        @app.get(
+            "/asyncapi.yaml",
+            tags=["ops"],
+            summary="The AsyncAPI 3 document of the topics the relay publishes",
+            response_class=Response,
+            responses={200: {"content": {YAML: {}}}},
+        )
+        async def asyncapi_document() -> Response:
+            return Response(document, media_type=YAML)
 
     return app

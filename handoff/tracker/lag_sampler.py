@@ -33,6 +33,7 @@ from handoff.core.isolated import describe_exit
 from handoff.core.outage import Outage
 from handoff.core.retry import RetryPolicy
 from handoff.core.settings import HandoffSettings, load_settings
+from handoff.telemetry import logs
 from handoff.tracker import lag_sql as q
 from handoff.tracker.settings import TrackerSettings
 
@@ -116,9 +117,7 @@ def _sample_while(
 
 
 def main() -> None:
-    logging.basicConfig(
-        level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s %(message)s"
-    )
+    logs.configure(logging.WARNING)
     stopping = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stopping.set())

@@ -129,6 +129,9 @@ def config(app: FastAPI, host: str, port: int, tracker: TrackerSettings) -> uvic
         port=port,
         http=protocol,
         log_level="warning",
+        # uvicorn's records go to the root logger, in the process's one format
+        # (HANDOFF_LOG_FORMAT): handoff serve configures it (telemetry/logs.py).
+        log_config=None,
         # X-Forwarded-Proto/For are believed only from these addresses (uvicorn's
         # default is 127.0.0.1): a Secure cookie and client addresses behind a proxy.
         proxy_headers=True,

@@ -26,12 +26,13 @@ PIPELINE = ("routing", "review", "senior-review", "finalization", "intake")
 HANDOFF_SERVICES = ("migrate", "tracker", "relay", "demo-setup", *PIPELINE)
 
 
-def _config(profile: str, *overrides: str) -> dict[str, Any]:
+def _config(profile: str, *overrides: str, also: tuple[str, ...] = ()) -> dict[str, Any]:
     """docker-compose.yml (and ``overrides``) as a compose implementation resolves them
-    (anchors, defaults, profiles) with ``profile`` on."""
+    (anchors, defaults, profiles) with ``profile`` (and the ``also`` profiles) on."""
     files = [arg for name in ("docker-compose.yml", *overrides) for arg in ("-f", name)]
+    profiles = [arg for name in (profile, *also) for arg in ("--profile", name)]
     done = subprocess.run(
-        [sys.executable, "-m", "podman_compose", "--dry-run", *files, "--profile", profile,
+        [sys.executable, "-m", "podman_compose", "--dry-run", *files, *profiles,
          "config"],
         cwd=ROOT, capture_output=True, text=True, timeout=120, check=False,
     )  # fmt: skip
@@ -232,3 +233,63 @@ def test_the_citus_profile_runs_a_coordinator_and_two_workers_as_the_local_stack
                                   url).groups()  # type: ignore[union-attr]  # fmt: skip
     assert f"CREATE ROLE {user} LOGIN CREATEROLE PASSWORD ''{password}''" in init
     assert migrate["depends_on"]["citus-setup"]["condition"] == "service_completed_successfully"
+
+
+def test_the_observability_profile_scrapes_every_process_and_provisions_both_files(
+    tmp_path: Path,
+) -> None:
+    from handoff.cli import _demo_setup as demo
+    from handoff.deploy.deployment import load as load_deployment
+    from tests.observability import DASHBOARD, RULES
+
+    services = _config("demo", also=("observability",))["services"]
+    prometheus, grafana = services["prometheus"], services["grafana"]
+    assert prometheus["image"].startswith("prom/prometheus:v3")
+    assert grafana["image"].startswith("grafana/grafana:")
+    mounts = {
+        target: ROOT / source.removeprefix(str(ROOT) + "/")
+        for source, target, *_ in (v.split(":") for s in (prometheus, grafana)
+                                   for v in s["volumes"] if v.startswith(("/", ".")))
+    }  # fmt: skip
+    config = yaml.safe_load(mounts["/etc/prometheus/prometheus.yml"].read_text())
+    assert config["rule_files"] == ["/etc/prometheus/rules.yml"]
+    assert mounts["/etc/prometheus/rules.yml"] == RULES
+
+    # Every scrape target is a service's metrics port, listening on every interface.
+    listening: dict[str, int] = {"tracker": _parse(services["tracker"]["command"]).params["port"]}
+    for name in ("relay", "audit"):
+        params = _parse(services[name]["command"]).params
+        assert params["metrics_host"] == "0.0.0.0", name
+        listening[name] = params["metrics_port"]
+    written = load_deployment(demo.write_deployment(
+        tmp_path, HandoffSettings(), sandbox_port=8900, tracker_port=8000,
+        sandbox_host="sandbox-provider"))  # fmt: skip
+    for process in written.process:
+        if process.handoff and process.handoff[0] == "consume":
+            params = _parse(process.handoff).params
+            assert params["metrics_host"] == "0.0.0.0", process.name
+            listening[process.name] = params["metrics_port"]
+    targets = {
+        target: job["job_name"]
+        for job in config["scrape_configs"] for group in job["static_configs"]
+        for target in group["targets"]
+    }  # fmt: skip
+    assert {f"{name}:{port}" for name, port in listening.items()} == set(targets)
+    assert set(targets.values()) == {"handoff-tracker", "handoff-relay", "handoff-consumer",
+                                     "handoff-audit"}  # fmt: skip
+    for target in targets:
+        assert target.split(":")[0] in services, target
+
+    # Grafana: the data source is this Prometheus, the dashboard the file in deploy/.
+    provisioning = mounts["/etc/grafana/provisioning"]
+    [source] = yaml.safe_load((provisioning / "datasources" / "prometheus.yml").read_text())[
+        "datasources"
+    ]
+    port = prometheus["ports"][0].split(":")[-1]
+    assert source["url"] == f"http://prometheus:{port}" and source["uid"] == "prometheus"
+    [provider] = yaml.safe_load((provisioning / "dashboards" / "handoff.yml").read_text())[
+        "providers"
+    ]
+    assert mounts[provider["options"]["path"]] == DASHBOARD.parent
+    home = grafana["environment"]["GF_DASHBOARDS_DEFAULT_HOME_DASHBOARD_PATH"]
+    assert home == f"{provider['options']['path']}/{DASHBOARD.name}"

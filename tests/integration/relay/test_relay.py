@@ -140,13 +140,16 @@ def test_consumer_gets_the_full_envelope(
     assert (second["tenantId"], second["runId"], second["schemaVersion"]) == (tenant, 1, 2)
     assert last["completed"] and last["owner"] is None and last["completedAt"] is not None
     assert last["eventId"] == "finish-env-0"
-    assert second["_headers"] == {
+    handoffs_own = {
+        k: v for k, v in second["_headers"].items() if k != "content-type" and k[:3] != "ce_"
+    }
+    assert handoffs_own == {
         "eventId": second["eventId"].encode(),  # deduplicate without decoding
         "eventType": b"handed",
         "owner": b"beta",
         "tenant": tenant.encode(),
         "version": b"2",
-    }
+    }  # and the CloudEvents attributes (test_cloudevents.py)
     assert second["_key"] == f"{tenant}/env-0".encode()
 
 
@@ -249,7 +252,7 @@ def test_broker_outage_delays_but_loses_nothing(
 
 def test_unencodable_row_is_parked_and_holds_back_only_its_document(
     relays: Relays, workload: Workload, admin: psycopg.Connection[Any], tenant: str,
-    migrated: HandoffSettings,
+    migrated: HandoffSettings, monkeypatch: pytest.MonkeyPatch,
 ) -> None:  # fmt: skip
     workload.run(docs=2, steps=4, threads=1, prefix="park")
     # version 2 of park-0 loses a required field: it cannot be written as an event
@@ -258,7 +261,17 @@ def test_unencodable_row_is_parked_and_holds_back_only_its_document(
         "WHERE tenant_id = %s AND document_id = 'park-0' AND version = 2",
         (tenant,),
     )
+    monkeypatch.setenv("HANDOFF_LOG_FORMAT", "json")
     assert relays.run_once().returncode == 0
+    monkeypatch.delenv("HANDOFF_LOG_FORMAT")
+    # Its log is JSON lines, and the parking names the row's tenant, document and event.
+    lines = (relays.logs / f"relay-{relays.topic}-0.log").read_text().splitlines()
+    assert not [line for line in lines if TEXT_LOG_LINE.match(line)], lines
+    records = [json.loads(line) for line in lines if line.startswith("{")]
+    parking = [r for r in records if r["message"].startswith("parking outbox row")]
+    assert len(parking) == 1 and parking[0]["level"] == "ERROR", records
+    assert (parking[0]["tenant"], parking[0]["documentId"]) == (tenant, "park-0")
+    assert parking[0]["eventId"] and parking[0]["outboxId"] > 0
     parked = admin.execute(
         "SELECT document_id, version, park_reason FROM handoff.outbox WHERE tenant_id = %s "
         "AND parked_at IS NOT NULL ORDER BY id",
@@ -291,6 +304,9 @@ def test_unencodable_row_is_parked_and_holds_back_only_its_document(
     assert pending(admin, tenant) == 0
     events = consume(migrated, relays.topic, tenant, lambda e: len(e.get("park-0", [])) >= 4)
     assert first_seen_versions(events["park-0"]) == [1, 2, 3, 4]
+
+
+TEXT_LOG_LINE = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d+ [A-Z]+ ")
 
 
 def _outbox_cli(*args: str) -> subprocess.CompletedProcess[str]:

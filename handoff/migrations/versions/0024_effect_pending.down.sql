@@ -1,0 +1,1 @@
+DROP FUNCTION handoff.effect_pending();
