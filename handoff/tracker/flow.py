@@ -20,6 +20,13 @@ Edge = tuple[str, str, int]  # from owner, to owner, how many documents
 
 def stage_order(edges: Iterable[Edge], also: Iterable[str] = ()) -> list[str]:
     """Owners in flow order; ``also`` are owners with work but no edge yet (last, by name)."""
+    return list(stage_columns(edges, also))
+
+
+def stage_columns(edges: Iterable[Edge], also: Iterable[str] = ()) -> dict[str, int]:
+    """Owners in flow order, each with its column: its longest distance from creation
+    (1 for the first stages). Owners in ``also`` without an edge come last, in column 1."""
+    edges = list(edges)
     out: dict[str, list[tuple[int, str]]] = defaultdict(list)
     traffic: dict[str, int] = defaultdict(int)
     for source, target, n in edges:
@@ -57,7 +64,10 @@ def stage_order(edges: Iterable[Edge], also: Iterable[str] = ()) -> list[str]:
     owners = {o for o in depth if o != CREATED}
     ordered = sorted(owners, key=lambda o: (depth[o], -traffic[o], o))
     rest = sorted(set(also) - owners - {CREATED})
-    return ordered + rest
+    # An owner no creation leads to (work arrived before the fold began) is a root:
+    # it sits at depth 0, beside creation; the first stages are 1 and on.
+    columns = {owner: max(depth[owner], 1) for owner in ordered}
+    return {**columns, **dict.fromkeys(rest, 1)}
 
 
 def _longest_distance(forward: dict[str, list[str]], roots: list[str]) -> dict[str, int]:

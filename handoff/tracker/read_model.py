@@ -44,6 +44,7 @@ from handoff.tracker.views import (
     OwnerPage,
     OwnerSeries,
     OwnersSnapshot,
+    PipelineEdge,
     PipelineStage,
     PipelineView,
     RejectionPage,
@@ -184,14 +185,15 @@ class ReadModel:
         """The stages in flow order with their waiting work and pace: one snapshot."""
         if not 1 <= minutes <= 24 * 60:
             raise InvalidRequest("minutes must be between 1 and 1440")
-        reader, (snapshot, edges, recent, quarantined) = await self.read(
+        reader, (snapshot, edges, recent, quarantined, moved) = await self.read(
             credential,
             owners(),
             Query(q.FLOW_EDGES, {}, _rows),
             Query(q.FLOW_RECENT, {"minutes": minutes}, _by("owner")),
             Query(q.QUARANTINED, {}, _by("consumer")),
+            Query(q.FLOW_WINDOW_EDGES, {"minutes": minutes}, _rows),
         )
-        return reader, pipeline_view(snapshot, edges, recent, quarantined, minutes)
+        return reader, pipeline_view(snapshot, edges, recent, quarantined, minutes, moved)
 
     async def trends(
         self, credential: Credential | Session, window: Window
@@ -429,17 +431,20 @@ def pipeline_view(
     recent: dict[str, dict[str, Any]],
     quarantined: dict[str, dict[str, Any]],
     minutes: int,
+    moved: Rows | None = None,
 ) -> PipelineView:
-    """The stages in learned order, each with its counts, pace and quarantine."""
-    links = [(e["from_owner"], e["to_owner"], e["n"]) for e in edges]
+    """The stages in learned order, each with its counts, pace and quarantine; the edges
+    with the documents that took each in the window (``moved``)."""
+    links = [(e["from_owner"], e["to_owner"], int(e["n"])) for e in edges]
+    in_window = {(e["from_owner"], e["to_owner"]): int(e["n"]) for e in moved or []}
     waiting = {c.owner: c for c in snapshot.owners}
-    order = flow.stage_order(links, also=[*waiting, *quarantined])
+    columns = flow.stage_columns(links, also=[*waiting, *quarantined])
 
     def per_minute(owner: str, column: str) -> float:
         return round(int(recent.get(owner, {}).get(column) or 0) / minutes, 2)
 
     stages = []
-    for owner in order:
+    for owner, column in columns.items():
         counts = waiting.get(owner)
         stages.append(
             PipelineStage(
@@ -451,6 +456,7 @@ def pipeline_view(
                 departed_per_minute=per_minute(owner, "departed"),
                 quarantined=int(quarantined.get(owner, {}).get("quarantined") or 0),
                 next=flow.next_owners(links, owner),
+                column=column,
             )
         )
     return PipelineView(
@@ -459,6 +465,15 @@ def pipeline_view(
         created_per_minute=per_minute(flow.CREATED, "departed"),
         completed_per_minute=per_minute(flow.CREATED, "arrived"),
         stages=stages,
+        edges=[
+            PipelineEdge(
+                from_owner=source,
+                to_owner=target,
+                moved=in_window.get((source, target), 0),
+                total=total,
+            )
+            for source, target, total in links
+        ],
     )
 
 

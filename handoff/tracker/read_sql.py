@@ -119,6 +119,14 @@ SELECT owner, sum(n_out)::bigint AS departed, sum(n_in)::bigint AS arrived
  GROUP BY owner
 """
 
+# Each edge's documents in the last %(minutes)s minutes (the flow drawing's weights).
+FLOW_WINDOW_EDGES = f"""
+SELECT from_owner, to_owner, sum(n)::bigint AS n
+  FROM handoff.flow_minutes
+ WHERE tenant_id = {_TENANT} AND minute >= now() - make_interval(mins => %(minutes)s)
+ GROUP BY from_owner, to_owner
+"""
+
 # Quarantined events waiting for a person, per consumer (= service).
 QUARANTINED = f"""
 SELECT consumer, count(*)::bigint AS quarantined

@@ -27,7 +27,7 @@ from handoff.core.errors import (
 )
 from handoff.core.identity import Credential
 from handoff.core.models import Identifier, ServiceName
-from handoff.tracker import charts, http_errors, operate, sessions, timeline, ui_actions
+from handoff.tracker import charts, flow_svg, http_errors, operate, sessions, timeline, ui_actions
 from handoff.tracker import read_model as reads
 from handoff.tracker.auth import Viewer
 from handoff.tracker.forms import read_form
@@ -134,11 +134,27 @@ async def overview(request: Request, session: Viewer) -> Response:
     )
 
 
+# The windows the pipeline page offers: minutes → tab label.
+PIPELINE_WINDOWS = {15: "Last 15 minutes", 60: "Last hour", 1440: "Last day"}
+
+
 @router.get("/pipeline", response_class=HTMLResponse)
-async def pipeline(request: Request, session: Viewer) -> Response:
-    """The stages in flow order: waiting, overdue, pace, oldest, quarantined."""
-    reader, view = await _model(request).pipeline(session)
-    return _page(request, "pipeline.html", {"reader": reader, "view": view})
+async def pipeline(request: Request, session: Viewer, minutes: str = "15") -> Response:
+    """The flow (flow_svg.py) over the chosen window, then each stage's card: waiting,
+    overdue, pace, oldest, quarantined."""
+    if not minutes.isdigit() or int(minutes) not in PIPELINE_WINDOWS:
+        raise InvalidRequest("minutes must be one of " + ", ".join(map(str, PIPELINE_WINDOWS)))
+    reader, view = await _model(request).pipeline(session, int(minutes))
+    return _page(
+        request,
+        "pipeline.html",
+        {
+            "reader": reader,
+            "view": view,
+            "flow": flow_svg.draw(view, age),
+            "windows": PIPELINE_WINDOWS,
+        },
+    )
 
 
 @router.get("/trends", response_class=HTMLResponse)

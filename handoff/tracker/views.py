@@ -146,6 +146,23 @@ class PipelineStage(_View):
     departed_per_minute: float = Field(description="documents it handed on or finished")
     quarantined: int = Field(description="its events waiting in quarantine for a person")
     next: list[str] = Field(description="where its work goes, most often first ('' finished)")
+    column: int = Field(
+        default=1, description="its place in the flow: the longest way from creation (1 first)"
+    )
+
+    @property
+    def growing(self) -> bool:
+        """More arrived than left in the window while work waits: its backlog grows."""
+        return self.waiting > 0 and self.arrived_per_minute > self.departed_per_minute
+
+
+class PipelineEdge(_View):
+    """Documents handed from one owner to another ('' is creation or completion)."""
+
+    from_owner: str
+    to_owner: str
+    moved: int = Field(description="documents that took this way in the window")
+    total: int = Field(description="documents that took it since the flow was first folded")
 
 
 class PipelineView(_View):
@@ -156,6 +173,7 @@ class PipelineView(_View):
     created_per_minute: float
     completed_per_minute: float
     stages: list[PipelineStage]
+    edges: list[PipelineEdge] = Field(default=[], description="the ways work has gone")
 
 
 class OwnerSeries(_View):

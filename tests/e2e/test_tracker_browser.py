@@ -233,6 +233,31 @@ def test_pipeline_stages_in_flow_order_lead_to_their_owner(
     expect(page.locator("h1")).to_have_text("review")
 
 
+def test_pipeline_flow_is_drawn_and_its_nodes_lead_to_their_owner(
+    page: Page, api_url: str, pipeline: Pipeline, admin: psycopg.Connection[Any],
+    tmp_path: Path,
+) -> None:  # fmt: skip
+    _fold(admin)
+    sign_in(page, api_url, pipeline.demo.credentials["viewer"])
+    page.goto(f"{api_url}/pipeline?minutes=60")
+    flow = page.locator("svg.flow")
+    expect(flow).to_be_visible()
+    nodes = flow.locator("g[data-flow-stage]")
+    expect(nodes).to_have_count(3)
+    # In flow order, left to right, on the screen as drawn.
+    xs = [nodes.nth(i).bounding_box()["x"] for i in range(3)]  # type: ignore[index]
+    assert xs == sorted(xs) and len(set(xs)) == 3
+    expect(flow.locator("[data-flow-stage=review] [data-flow-waiting]")).to_have_text("6")
+    expect(flow.locator("path[data-flow-edge='routing → review']")).to_have_count(1)
+    expect(flow.locator("g[data-flow-start]")).to_have_count(1)
+    expect(flow.locator("g[data-flow-end]")).to_have_count(1)
+    expect(page.locator(".tabs a.on")).to_have_text("Last hour")
+    page.screenshot(path=str(tmp_path / "pipeline-flow.png"), full_page=True)
+    assert (tmp_path / "pipeline-flow.png").stat().st_size > 10_000
+    flow.locator("[data-flow-stage=review] a").first.click()
+    expect(page.locator("h1")).to_have_text("review")
+
+
 def test_charts_over_the_last_hour_and_day(
     page: Page, api_url: str, pipeline: Pipeline, admin: psycopg.Connection[Any]
 ) -> None:

@@ -195,6 +195,15 @@ def test_pages_show_the_stages_and_the_charts(
         page = ui.get("/pipeline").text
         assert page.index('data-stage="routing"') < page.index('data-stage="review"')
         assert page.index('data-stage="review"') < page.index('data-stage="finalization"')
+        # The flow: a node per stage in the same order, edges between them, both ends.
+        flow = page[page.index('<svg class="flow"') : page.index("</svg>")]
+        assert flow.index('data-flow-stage="routing"') < flow.index('data-flow-stage="review"')
+        assert 'data-flow-edge="routing → review"' in flow and "data-flow-start" in flow
+        assert 'href="/owners/review"' in flow
+        day = ui.get("/pipeline", params={"minutes": "1440"})
+        assert day.status_code == 200 and "over the last 1440 minutes" in day.text
+        bad = ui.get("/pipeline", params={"minutes": "7"})
+        assert bad.status_code == 422 and "minutes must be one of" in bad.text
         charts = ui.get("/trends").text
         assert charts.count("<polyline") >= 3 + 2  # per owner twice, created + completed
         assert 'data-series="completed"' in charts
