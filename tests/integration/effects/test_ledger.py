@@ -261,3 +261,26 @@ def test_service_roles_cannot_list_or_resolve(rehearsal: Rehearsal) -> None:
     conn = rehearsal._service_conn(PAYMENTS)
     with pytest.raises(NotPermitted):
         list_intents(conn)
+
+
+def test_the_open_intents_by_state_count_only_the_callers_own(rehearsal: Rehearsal) -> None:
+    """effect_pending(), behind handoff_effects_open and handoff_effects_unresolved."""
+    _placed_and_applied(rehearsal)
+    _placed_and_applied(rehearsal)
+
+    def pending(service: str) -> dict[str, int]:
+        conn = rehearsal._service_conn(service)
+        found = {state: int(n) for state, n, _ in conn.execute(ledger.PENDING)}
+        conn.rollback()
+        return {state: n for state, n in found.items() if n}
+
+    assert pending(PAYMENTS) == {"intended": 2}
+    assert pending("shipping") == {}  # another service of the tenant: none of its own
+    rehearsal.admin.execute(
+        "UPDATE handoff.effect_intents SET reconciliation = 'unresolved' "
+        "WHERE id = (SELECT min(id) FROM handoff.effect_intents WHERE tenant_id = %s)",
+        (rehearsal.tenant,),
+    )
+    assert pending(PAYMENTS) == {"intended": 1, "unresolved": 1}
+    assert rehearsal.executor().drain() == 1  # the unresolved one waits for a person
+    assert pending(PAYMENTS) == {"unresolved": 1}

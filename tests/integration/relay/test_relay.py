@@ -58,7 +58,9 @@ def test_three_relays_publish_every_version_in_order(
     events = consume(migrated, relays.topic, tenant, workload.complete)
     assert_complete_and_ordered(events, workload.versions)
     assert all(p.poll() is None for p in relays.procs[1:]), "a surviving relay died"
-    assert _slots_held(admin) == 256
+    # Each survivor takes its share of the dead relay's slots at its next rebalance,
+    # between its batches (a make test-citus run once counted 212 of 256 right here).
+    assert wait_until(lambda: _slots_held(admin) == 256, 30), _slots_held(admin)
 
 
 class _OnConnection(Calls[Receipt]):
