@@ -4,7 +4,7 @@ Subpackages follow DESIGN.md's layout, each importing only what is below it:
 
 - ``core``: the contract (models, errors, settings, the unit of work, the SQL
   families, the emit call, identity, Avro, Kafka clients); imports nothing of ours.
-- ``telemetry`` (log format, tracing): ``core`` only; every package above
+- ``telemetry`` (the log format): ``core`` only; every package above
   ``stack`` and ``migrations`` may use it, as they use ``core``.
 - ``relay``, ``consumers``, ``tracker``, ``stack``, ``deploy``: import ``core`` only
   (and ``telemetry``).

@@ -1,8 +1,7 @@
 """One log format for every ``handoff`` process; JSON lines on request.
 
 ``HANDOFF_LOG_FORMAT=json`` writes one JSON object a line: the time, level,
-logger and message, the current trace and span ids (when tracing is on and a
-span is current), and the work in hand (``tenant``, ``documentId``,
+logger and message, and the work in hand (``tenant``, ``documentId``,
 ``eventId``, …) from two places: what the code around the record bound with
 ``bound(...)`` (the consumer binds each event it handles, the relay each
 batch, the API each request's tenant) and the record's own ``extra=``.
@@ -66,7 +65,6 @@ class JsonFormatter(logging.Formatter):
             "logger": record.name,
             "message": record.getMessage(),
         }
-        line.update(_trace_ids())
         line.update(_bound.get())
         for key, value in vars(record).items():
             if key not in _STANDARD and not key.startswith("_"):
@@ -76,13 +74,6 @@ class JsonFormatter(logging.Formatter):
         if record.stack_info:
             line["stack"] = self.formatStack(record.stack_info)
         return orjson.dumps(line, default=str).decode()
-
-
-def _trace_ids() -> dict[str, str]:
-    """The current span's ids, as W3C traceparent writes them; none without a span."""
-    from handoff.telemetry import tracing
-
-    return tracing.current_ids()
 
 
 def formatter(log_format: str) -> logging.Formatter:
