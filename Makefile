@@ -65,7 +65,7 @@ CITUS_TESTS ?= tests/citus tests/integration/contract tests/integration/consumer
 	tests/integration/operate/test_cli_json.py \
 	tests/integration/tracker
 
-test-citus: $(STAMP)  ## the Citus suite on a coordinator + 2 workers (needs Citus: see above)
+test-citus: $(STAMP) $(ASYNCAPI_STAMP)  ## the Citus suite on a coordinator + 2 workers (needs Citus: see above)
 	HANDOFF_HOME=$(CITUS_HOME) $(BIN)/handoff stack up --citus 2
 	HANDOFF_HOME=$(CITUS_HOME) $(BIN)/handoff db upgrade
 	HANDOFF_HOME=$(CITUS_HOME) HANDOFF_TEST_CITUS=1 $(BIN)/pytest $(CITUS_TESTS)

@@ -41,14 +41,15 @@ from hypothesis import strategies as st
 from schemathesis.config import SchemathesisConfig
 from schemathesis.generation.modes import GenerationMode
 
+from handoff.cli import bootstrap
 from handoff.core.identity import Credential
 from handoff.core.models import parse_instant
 from handoff.core.names import id_problem, label_problem
 from handoff.core.services import add_service
 from handoff.core.settings import HandoffSettings
-from handoff.tracker.app import create_app
 
-SPEC = create_app(HandoffSettings()).openapi()
+# The app as handoff serve builds it (with the AsyncAPI route the composition root adds).
+SPEC = bootstrap.tracker(HandoffSettings())[0].openapi()
 LABELS = sorted(
     f"{method.upper()} {path}" for path, item in SPEC["paths"].items() for method in item
 )
