@@ -5,7 +5,7 @@ the longest way from creation), creation and completion are end nodes on
 either side, and every way work has gone is an edge whose width is the
 documents that took it in the chosen window. An edge that goes back (a
 send-back: review returns an invoice to routing) is drawn as a return arc
-under the nodes. A stage is red when its oldest work is past its deadline,
+round the nodes. A stage is red when its oldest work is past its deadline,
 an event of it waits in quarantine, or its backlog grows (more arrived than
 left in the window). Each node links to its owner's page, its overdue count
 to the overdue view, as the stage cards do.
@@ -29,10 +29,10 @@ from markupsafe import Markup, escape
 from handoff.tracker.flow import CREATED
 from handoff.tracker.views import PipelineEdge, PipelineStage, PipelineView
 
-NODE_W, NODE_H = 184, 92
+NODE_W, NODE_H = 164, 92
 END_W, END_H = 104, 48
-COL_GAP, ROW_GAP, PAD = 92, 30, 16
-NAME_CHARS = 20
+COL_GAP, ROW_GAP, PAD = 72, 30, 16
+NAME_CHARS = 18
 MIN_WIDTH, MAX_EXTRA_WIDTH = 1.5, 10.0
 START, END = "\x00created", "\x00done"  # never an owner's name
 
@@ -138,7 +138,7 @@ def draw(view: PipelineView, age: Callable[[timedelta], str]) -> Markup:
     nodes.append(_end(boxes[END], "done", view.completed_per_minute, "data-flow-end"))
     return Markup(
         f'<svg class="flow" role="img" viewBox="0 {highest:.0f} {width:.0f} '
-        f'{deepest - highest:.0f}" width="{width:.0f}" height="{deepest - highest:.0f}" '
+        f'{deepest - highest:.0f}" style="max-width: {width:.0f}px" '
         'xmlns="http://www.w3.org/2000/svg">'
         f"<title>The pipeline as a flow over the last {view.window_minutes} minutes</title>"
         '<defs><marker id="flow-arrow" viewBox="0 0 10 10" refX="9" refY="5" '
@@ -221,7 +221,11 @@ def _stage(
     href = f"/owners/{quote(owner, safe='')}"
     name = owner if len(owner) <= NAME_CHARS else owner[: NAME_CHARS - 1] + "…"
     late = _why_late(stage)
-    oldest = age(view.as_of - stage.oldest_assigned_at) if stage.oldest_assigned_at else "none"
+    oldest = (
+        f"oldest {age(view.as_of - stage.oldest_assigned_at)}"
+        if stage.oldest_assigned_at
+        else "nothing waiting"
+    )
     figure = f'overdue <tspan data-flow-overdue="">{stage.overdue}</tspan>'
     if stage.overdue:
         overdue = (
@@ -242,7 +246,7 @@ def _stage(
         f'<text x="12" y="44" class="flow-figure">waiting '
         f'<tspan data-flow-waiting="">{stage.waiting}</tspan></text>'
         f"{overdue}"
-        f'<text x="12" y="80" class="flow-figure">oldest {escape(oldest)}</text>'
+        f'<text x="12" y="80" class="flow-figure">{escape(oldest)}</text>'
         "</g>"
     )
 
