@@ -78,13 +78,15 @@ def headers(payload: dict[str, Any]) -> list[Any]:
     """[EventBridge rule / Pipe filter] without decoding the value; ``eventId`` so that a
     consumer or a tool can deduplicate without decoding either. Then the same event's
     CloudEvents attributes (core/cloudevents.py), for tools that speak only those."""
+    event_id, event_type = payload["eventId"].encode(), payload["eventType"].encode()
+    tenant = payload["tenantId"].encode()
     return [
-        ("eventId", payload["eventId"].encode()),
-        ("eventType", payload["eventType"].encode()),
+        ("eventId", event_id),
+        ("eventType", event_type),
         ("owner", (payload.get("owner") or "").encode()),
-        ("tenant", payload["tenantId"].encode()),
+        ("tenant", tenant),
         ("version", str(payload["version"]).encode()),
-        *cloudevent_headers(payload),
+        *cloudevent_headers(payload, event_id, event_type, tenant),
     ]
 
 
