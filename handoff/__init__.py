@@ -3,8 +3,9 @@
 Subpackages follow DESIGN.md's layout, each importing only what is below it:
 
 - ``core``: the contract (models, errors, settings, the unit of work, the SQL
-  families, the emit call, identity, Avro, Kafka clients); imports nothing of ours.
-- ``telemetry`` (the log format): ``core`` only; every package above
+  families, the emit call, identity, Avro, Kafka clients, the W3C trace context's
+  format); imports nothing of ours.
+- ``telemetry`` (the log format, tracing): ``core`` only; every package above
   ``stack`` and ``migrations`` may use it, as they use ``core``.
 - ``relay``, ``consumers``, ``tracker``, ``stack``, ``deploy``: import ``core`` only
   (and ``telemetry``).

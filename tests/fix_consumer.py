@@ -39,6 +39,7 @@ from handoff.stack.layout import pick_port
 from handoff.stack.local import LocalStack
 from handoff.stack.procs import wait_until
 from tests.consumer_apps import EFFECTS_DDL
+from tests.fix_citus import ON_CITUS
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -57,6 +58,13 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 def effects_table(migrated: HandoffSettings) -> HandoffSettings:
     with psycopg.connect(migrated.database_url, autocommit=True) as conn:
         conn.execute(EFFECTS_DDL)
+        if ON_CITUS:  # a unit's writes run on its tenant's worker: the tables go there too
+            for table in ("consumer_test.effects", "consumer_test.cures"):
+                conn.execute(
+                    "SELECT create_distributed_table(%(t)s, 'tenant_id') WHERE NOT EXISTS"
+                    " (SELECT FROM pg_dist_partition WHERE logicalrelid = %(t)s::regclass)",
+                    {"t": table},
+                )
     return migrated
 
 

@@ -14,7 +14,7 @@ from typing import Annotated
 
 import typer
 
-from handoff.telemetry import logs
+from handoff.telemetry import logs, tracing
 
 # One line per registry or provider request otherwise.
 QUIET = ("httpx", "httpx2")
@@ -28,11 +28,15 @@ MetricsHostOpt = Annotated[
 ]
 
 
-def setup_logging(level: int = logging.INFO) -> None:
-    """Text lines, or JSON lines with HANDOFF_LOG_FORMAT=json (telemetry/logs.py)."""
+def setup_logging(level: int = logging.INFO, service: str | None = None) -> None:
+    """Text lines, or JSON lines with HANDOFF_LOG_FORMAT=json (telemetry/logs.py); and
+    tracing as ``service`` when HANDOFF_OTEL_EXPORTER names an exporter
+    (telemetry/tracing.py)."""
     logs.configure(level)
     for noisy in QUIET:
         logging.getLogger(noisy).setLevel(logging.WARNING)
+    if service is not None:
+        tracing.configure(service)
 
 
 def stop_on_signals(stop: Callable[[], None]) -> None:
@@ -52,9 +56,12 @@ def serve_metrics(port: int | None, host: str = "127.0.0.1") -> None:
 
 
 def long_running(
-    stop: Callable[[], None], metrics_port: int | None = None, metrics_host: str = "127.0.0.1"
+    stop: Callable[[], None],
+    metrics_port: int | None = None,
+    metrics_host: str = "127.0.0.1",
+    service: str | None = None,
 ) -> None:
-    """All three, for a process that runs until stopped."""
-    setup_logging()
+    """All three, for a process that runs until stopped (traced as ``service``)."""
+    setup_logging(service=service)
     stop_on_signals(stop)
     serve_metrics(metrics_port, metrics_host)

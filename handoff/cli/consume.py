@@ -26,6 +26,7 @@ from handoff.cli._process import (
     setup_logging,
     stop_on_signals,
 )
+from handoff.telemetry import tracing
 
 quarantine_app = typer.Typer(
     no_args_is_help=True, help="Events consumers could not process, and what to do with them."
@@ -85,6 +86,7 @@ def consume(
     }
     setup_logging()
     process = bootstrap.consumer(target, overrides, executors)
+    tracing.configure(process.runtime.app.name)
     stop_on_signals(process.stop)
     serve_metrics(metrics_port, metrics_host)
     count = process.run(idle_exit_s=idle_exit)

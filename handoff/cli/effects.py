@@ -159,7 +159,7 @@ def effects_run(
         console.print("[red]--executors must be at least 1 here[/red]")
         raise typer.Exit(2)
     stop = threading.Event()
-    long_running(stop.set, metrics_port, metrics_host)
+    long_running(stop.set, metrics_port, metrics_host, service=f"{app.name}-executor")
     workers.start()
     console.print(f"{app.name}: {workers.config.executors} executor(s) running; Ctrl-C stops them")
     stop.wait()

@@ -23,7 +23,7 @@ def relay(
     metrics_host: MetricsHostOpt = "127.0.0.1",
 ) -> None:
     """Publish committed outbox rows to Kafka (run several for availability)."""
-    setup_logging()
+    setup_logging(service="handoff-relay")
     worker = bootstrap.relay()
     stop_on_signals(worker.stop)
     serve_metrics(metrics_port, metrics_host)

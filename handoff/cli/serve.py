@@ -20,7 +20,7 @@ def serve(
     from handoff.cli._process import setup_logging
     from handoff.tracker import serving
 
-    setup_logging(logging.WARNING)
+    setup_logging(logging.WARNING, service="handoff-api")
     app, tracker = bootstrap.tracker(pool_size=pool_size)
     console.print(
         f"Handoff tracker on http://{host}:{port}  (web UI: /, API docs: /docs); "

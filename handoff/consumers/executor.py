@@ -31,10 +31,11 @@ import socket
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 
 import psycopg
+from opentelemetry.trace import SpanKind
 from psycopg.conninfo import make_conninfo
 from psycopg.types.json import Jsonb
 
@@ -57,7 +58,7 @@ from handoff.core.errors import (
 from handoff.core.outage import Outage
 from handoff.core.tx import HandoffTx, transact
 from handoff.core.worker_listen import WorkerListeners
-from handoff.telemetry import logs
+from handoff.telemetry import logs, tracing
 
 T = TypeVar("T")
 
@@ -83,6 +84,7 @@ class Claimed:
     needs_lookup: bool
     submitted: bool  # marked submitted by the claim itself (never sent before)
     recovered: str | None  # the executor whose lease ran out, if any
+    traceparent: str | None = None  # the intending unit's trace (read with tracing on)
 
 
 class Executor:
@@ -114,9 +116,18 @@ class Executor:
         rows = self._transact(
             lambda tx: tx.execute(*tx.by_tenant(ledger.CLAIM, ledger.CLAIM_FOR, claim)).fetchall()
         )
-        for row in rows:
-            self.perform(Claimed(*row))
+        claimed = [Claimed(*row) for row in rows]
+        if claimed and tracing.enabled():
+            claimed = self._traced(claimed)
+        for c in claimed:
+            self.perform(c)
         return len(rows)
+
+    def _traced(self, claimed: list[Claimed]) -> list[Claimed]:
+        """The intents with the trace context of the units that intended them."""
+        ids = {"ids": [c.id for c in claimed]}
+        found = dict(self._transact(lambda tx: tx.execute(ledger.TRACES, ids).fetchall()))
+        return [replace(c, traceparent=found.get(c.id)) for c in claimed]
 
     def drain(self, limit: int = 1_000_000) -> int:
         """Perform until nothing is due (tests and ``handoff rehearse``)."""
@@ -131,7 +142,14 @@ class Executor:
         with logs.bound(
             consumer=self.app.name, tenant=self.tenant, documentId=c.document_id,
             eventId=c.event_id, effect=c.effect, intentId=c.id,
+        ), tracing.span(
+            f"perform {c.effect}",
+            parent=c.traceparent,
+            kind=SpanKind.CLIENT,
+            attributes={"handoff.intent": c.id, "handoff.effect": c.effect,
+                        "handoff.document": c.document_id, "handoff.attempts": c.attempts},
         ):  # fmt: skip
+            # A provider continues the trace with tracing.headers() (providers.py).
             self._perform(c)
 
     def _perform(self, c: Claimed) -> None:

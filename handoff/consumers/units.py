@@ -14,10 +14,12 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from typing import Any
 
 import psycopg
+from opentelemetry.trace import SpanKind
 from psycopg.types.json import Jsonb
 
 from handoff.consumers import metrics
@@ -38,7 +40,7 @@ from handoff.core.errors import (
 )
 from handoff.core.tx import HandoffTx, transact
 from handoff.core.wire import json_text
-from handoff.telemetry import logs
+from handoff.telemetry import logs, tracing
 
 log = logging.getLogger("handoff.consumers")
 
@@ -159,7 +161,10 @@ class Processor:
             if not (taken and taken[0]):
                 return [Verdict.GONE]  # another process of this consumer took it first
         params = {**self._guard_params(items), "reconcile": reconcile}
-        found = tx.execute(*tx.by_tenant(guards.VERDICTS, guards.VERDICTS_FOR, params)).fetchall()
+        with tracing.span("guard", attributes={"handoff.events": len(items)}):
+            found = tx.execute(
+                *tx.by_tenant(guards.VERDICTS, guards.VERDICTS_FOR, params)
+            ).fetchall()
         verdicts = [(Verdict(v), d) for v, d in found]
         for item, (verdict, detail) in zip(items, verdicts, strict=True):
             assert item.event is not None
@@ -196,7 +201,10 @@ class Processor:
         (core/tx.py), so a handler needs no new care.
         """
         assert item.event is not None
-        tx.write(*tx.by_tenant(guards.CLAIM, guards.CLAIM_FOR, self._guard_params([item])))
+        # The claim goes with the unit's next message (the handler's first read, or the
+        # commit): its span marks when it was queued, and the unit's span holds it.
+        with tracing.span("claim", attributes={"handoff.claim": "with the next message"}):
+            tx.write(*tx.by_tenant(guards.CLAIM, guards.CLAIM_FOR, self._guard_params([item])))
         try:
             self._apply(tx, item.event, None)
         except Exception as exc:
@@ -229,7 +237,14 @@ class Processor:
             metrics.EVENTS.labels(self.app.name, "unmatched").inc()
             return
         rejected = len(tx.rejections)
-        handler.fn(event, tx)
+        with tracing.span(
+            f"handle {event.event_type}",
+            attributes={"handoff.handler": handler.name, "handoff.document": event.document_id,
+                        "handoff.version": event.version, "handoff.event_id": event.event_id},
+        ) as span:  # fmt: skip
+            if span is not None:
+                tx.spans = _emit_span
+            handler.fn(event, tx)
         if len(tx.rejections) > rejected:
             # The handler's handoff was refused: an invalid transition. The
             # unit rolls back, so the guard lets a repaired retry through.
@@ -246,7 +261,10 @@ class Processor:
         """
         try:
             return transact(
-                self.conn, lambda tx: self._unit(tx, items, reconcile), tenant=self.tenant
+                self.conn,
+                lambda tx: self._unit(tx, items, reconcile),
+                tenant=self.tenant,
+                trace=tracing.current_traceparent(),
             )
         except StillWaiting:
             return [Verdict.WAITING]
@@ -255,16 +273,44 @@ class Processor:
         def run(items: list[Item], reconcile: bool) -> list[Verdict]:
             started = time.perf_counter()
             try:
-                return step(items, reconcile)
+                with self._unit_span(items):
+                    return step(items, reconcile)
             finally:
                 metrics.UNIT_SECONDS.labels(self.app.name).observe(time.perf_counter() - started)
 
         return run
 
+    def _unit_span(self, items: list[Item]) -> AbstractContextManager[Any]:
+        """One attempt of a unit as a span: the child of its event's trace (the header
+        the relay sent), or, for a batch, a new one linked to each event's."""
+        if not tracing.enabled():
+            return nullcontext()
+        carried = [item.position.headers.get("traceparent") for item in items]
+        first = items[0].position
+        return tracing.span(
+            f"consume {self.app.name}",
+            parent=carried[0] if len(items) == 1 else None,
+            links=carried if len(items) > 1 else (),
+            kind=SpanKind.CONSUMER,
+            attributes={
+                "messaging.system": "kafka",
+                "messaging.destination.name": first.topic,
+                "messaging.kafka.offset": first.offset if len(items) == 1 else None,
+                "messaging.batch.message_count": len(items),
+                "handoff.consumer": self.app.name,
+                "handoff.document": items[0].event.document_id if items[0].event else None,
+            },
+        )
+
     def _claimed_unit(self, item: Item) -> list[Verdict] | None:
         """The one-round-trip unit; None when the claim refused and the long way decides."""
         try:
-            return transact(self.conn, lambda tx: self.claim_unit(tx, item), tenant=self.tenant)
+            return transact(
+                self.conn,
+                lambda tx: self.claim_unit(tx, item),
+                tenant=self.tenant,
+                trace=tracing.current_traceparent(),
+            )
         except Exception as exc:
             # UnitRolledBack: a handler swallowed an error, perhaps the claim's;
             # the long way tells which.
@@ -333,6 +379,11 @@ class Processor:
     def _count(self, verdicts: list[Verdict]) -> None:
         for verdict in verdicts:
             metrics.EVENTS.labels(self.app.name, verdict.outcome).inc()
+
+
+def _emit_span(name: str, attributes: dict[str, Any]) -> AbstractContextManager[Any]:
+    """A handler's emit as a span (``HandoffTx.spans``)."""
+    return tracing.span(name, kind=SpanKind.PRODUCER, attributes=attributes)
 
 
 def _unclaimed(exc: BaseException | None) -> bool:

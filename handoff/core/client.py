@@ -18,6 +18,7 @@ import httpx
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from psycopg_pool import ConnectionPool, PoolTimeout
 
+from handoff.core import trace_context
 from handoff.core.calls import Calls
 from handoff.core.emitter import Request, emit_direct, own_tenant
 from handoff.core.errors import (
@@ -84,7 +85,9 @@ class DirectTransport:
             try:
                 if self._tenant is None:
                     self._tenant = own_tenant(conn)
-                return emit_direct(conn, request, document_id, tenant=self._tenant)
+                # The caller's span, if it traces (its own OpenTelemetry or Handoff's).
+                trace = trace_context.caller_traceparent()
+                return emit_direct(conn, request, document_id, tenant=self._tenant, trace=trace)
             finally:
                 self._pool.putconn(conn)
 
@@ -114,7 +117,7 @@ class HttpTransport:
             path = f"/v1/documents/{quote(document_id or '', safe='')}/runs"
         body = request.model_dump(mode="json", by_alias=True)
         try:
-            response = self._http.post(path, json=body)
+            response = self._http.post(path, json=body, headers=trace_context.caller_headers())
         except httpx.ConnectError as exc:
             raise Unavailable(f"cannot reach {self._http.base_url}: {exc}") from exc
         except httpx.HTTPError as exc:  # sent, but no answer: it may have been applied

@@ -26,6 +26,9 @@ SELECT id, effect, idempotency_key, request, document_id, run_id, event_id, clai
   FROM handoff.effect_claim(%(worker)s, %(lease_s)s, %(limit)s, %(submit)s)
 """
 
+# The claimed intents' trace contexts, read only by an executor with tracing on.
+TRACES = "SELECT id, traceparent FROM handoff.effect_traces(%(ids)s::bigint[])"
+
 SUBMITTING = "SELECT handoff.effect_submitting(%(id)s, %(claim)s)"
 
 RECORD = """

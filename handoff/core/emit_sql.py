@@ -38,3 +38,12 @@ OWN_TENANT = "SELECT tenant_id FROM handoff.consumer_whoami()"
 CREDENTIAL_TENANT = (
     "SELECT handoff.credential_tenant(%(role)s::text, %(secret_hash)s::bytea) AS tenant_id"
 )
+
+# The trace context of the rest of the transaction (telemetry/tracing.py): the
+# history, outbox and effect-intent rows it writes take it as their default
+# (0025_trace). Local to the transaction; sent only when there is a sampled trace.
+# On Citus a call delegated to the tenant's worker does not see the coordinator's
+# setting, so its rows carry NULL (README "Tracing"). Propagating it as SET LOCAL
+# (citus.propagate_set_commands) was tried and left: in a multi-statement message,
+# as a unit sends, Citus 14.0.1 then wrote a delegated call's row twice.
+SET_TRACE = "SELECT set_config('handoff.trace', %(traceparent)s::text, true)"

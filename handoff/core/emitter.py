@@ -163,9 +163,19 @@ def emit_direct(
     document_id: str | None = None,
     *,
     tenant: str | None = None,
+    trace: str | None = None,
 ) -> Receipt:
-    """Emit as the service this connection logged in as; a refusal raises."""
-    found = emit_in(conn, request, document_id, tenant=tenant)
+    """Emit as the service this connection logged in as; a refusal raises. ``trace``:
+    a traceparent its rows carry (an autocommit connection: in a transaction of its own,
+    as ``emit_http``)."""
+    if trace is None or not conn.autocommit:
+        if trace is not None:
+            conn.execute(q.SET_TRACE, {"traceparent": trace})
+        found = emit_in(conn, request, document_id, tenant=tenant)
+    else:
+        with conn.transaction():
+            conn.execute(q.SET_TRACE, {"traceparent": trace})
+            found = emit_in(conn, request, document_id, tenant=tenant)
     if isinstance(found, Rejection):
         found.raise_()
     return found
@@ -214,8 +224,26 @@ async def emit_http(
     credential: Caller,
     request: Request,
     document_id: str | None = None,
+    *,
+    trace: str | None = None,
 ) -> Receipt:
-    """Emit for the HTTP API, as the service the bearer credential names."""
+    """Emit for the HTTP API, as the service the bearer credential names; its rows
+    carrying ``trace`` (a traceparent) when given."""
+    if trace is None:
+        return await _emit_http(conn, credential, request, document_id)
+    # A transaction of its own so the setting holds for the emit and no longer: three
+    # statements more, paid only by a sampled request.
+    async with conn.transaction():
+        await conn.execute(q.SET_TRACE, {"traceparent": trace})
+        return await _emit_http(conn, credential, request, document_id)
+
+
+async def _emit_http(
+    conn: psycopg.AsyncConnection[Any],
+    credential: Caller,
+    request: Request,
+    document_id: str | None = None,
+) -> Receipt:
     args = _as(credential, request, document_id)
     with translated():
         if (tenant := TENANTS.get(credential.role)) is None:

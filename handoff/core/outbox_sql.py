@@ -91,7 +91,8 @@ SELECT s.xmin, s.xmax + ((d.next32 - s.xmax) %% 4294967296 + 4294967296) %% 4294
             WHERE locktype = 'relation' AND relation = 'handoff.outbox'::regclass
               AND mode = 'RowExclusiveLock' AND pid IS DISTINCT FROM pg_backend_pid())
        END,
-       f.id, f.tenant_id, f.document_id, f.version, f.event_type, f.payload, f.held_behind
+       f.id, f.tenant_id, f.document_id, f.version, f.event_type, f.payload, f.held_behind,
+       f.traceparent
   FROM (SELECT pg_snapshot_xmin(x)::text::bigint AS xmin,
                pg_snapshot_xmax(x)::text::bigint AS xmax,
                (SELECT CASE WHEN is_called THEN last_value ELSE last_value - 1 END
@@ -103,7 +104,8 @@ SELECT s.xmin, s.xmax + ((d.next32 - s.xmax) %% 4294967296 + 4294967296) %% 4294
        SELECT o.id, o.tenant_id, o.document_id, o.version, o.event_type, o.payload,
               (SELECT min(p.id) FROM handoff.outbox p
                 WHERE p.parked_at IS NOT NULL AND p.tenant_id = o.tenant_id
-                  AND p.document_id = o.document_id AND p.id < o.id) AS held_behind
+                  AND p.document_id = o.document_id AND p.id < o.id) AS held_behind,
+              o.traceparent
          FROM handoff.outbox o
         WHERE o.id > %(after)s
           AND o.id > (%(bounds)s::bigint[])[o.slot + 1]
@@ -178,11 +180,12 @@ WITH waiting AS (
      WHERE c.slot = o.slot AND o.tenant_id = %(tenant)s AND o.document_id = %(document)s
        AND (o.parked_at IS NOT NULL OR o.id > c.published_upto)
     RETURNING o.id, o.tenant_id, o.document_id, o.run_id, o.version, o.event_id,
-              o.event_type, o.payload, o.created_at, o.parked_at
+              o.event_type, o.payload, o.created_at, o.parked_at, o.traceparent
 ), again AS (
     INSERT INTO handoff.outbox (tenant_id, document_id, run_id, version, event_id,
-                                event_type, payload, created_at)
-    SELECT tenant_id, document_id, run_id, version, event_id, event_type, payload, created_at
+                                event_type, payload, created_at, traceparent)
+    SELECT tenant_id, document_id, run_id, version, event_id, event_type, payload, created_at,
+           traceparent
       FROM waiting ORDER BY id
     RETURNING 1
 )
@@ -258,7 +261,8 @@ SELECT o.id, o.tenant_id, o.document_id, o.version, o.event_type, o.payload,
        (SELECT min(p.id) FROM handoff.outbox p
          WHERE p.parked_at IS NOT NULL AND p.tenant_id = o.tenant_id
            AND p.document_id = o.document_id
-           AND (p.run_id, p.version) < (o.run_id, o.version)) AS held_behind
+           AND (p.run_id, p.version) < (o.run_id, o.version)) AS held_behind,
+       o.traceparent
   FROM handoff.outbox o
  WHERE o.published_at IS NULL AND o.parked_at IS NULL
    AND o.slot = ANY(%(slots)s::smallint[])

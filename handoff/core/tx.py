@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager, suppress
+from contextlib import AbstractContextManager, contextmanager, nullcontext, suppress
 from datetime import UTC, datetime
 from typing import Any, Literal, LiteralString, Protocol, TypeVar, overload
 
@@ -65,6 +65,12 @@ class TxStatus(enum.Enum):
     ROLLED_BACK = "rolled back"
 
 
+class Spans(Protocol):
+    """Opens a span (telemetry/tracing.py's ``span``, bound by the caller)."""
+
+    def __call__(self, name: str, attributes: dict[str, Any]) -> AbstractContextManager[Any]: ...
+
+
 class Capabilities(Protocol):
     """Which external capabilities a unit may use (a replay's manifest lists them)."""
 
@@ -98,17 +104,24 @@ class Handled(Protocol):
 class HandoffTx(Calls[Receipt | Rejection]):
     """One open unit on a connection logged in as a service's own role."""
 
-    def __init__(self, conn: psycopg.Connection[Any], tenant: str | None = None) -> None:
+    def __init__(
+        self, conn: psycopg.Connection[Any], tenant: str | None = None, trace: str | None = None
+    ) -> None:
         self.conn = conn
         # The service's tenant, when the caller knows it (a consumer does): every call
         # then names it, and on Citus each is handed to the tenant's worker, keeping the
         # unit on one connection to one node (handoff/sql/by_tenant.sql).
         self.tenant = tenant
-        self._wire = Wire(conn)
+        # ``trace``: the W3C traceparent of the span this unit runs in, when there is a
+        # sampled one; the rows the unit writes carry it (telemetry/tracing.py).
+        self._wire = Wire(conn, trace)
         # None: every effect and workflow start this consumer declares. A
         # replay sets the manifest's list: anything else is recorded as
         # skipped and never reaches an executor.
         self.capabilities: Capabilities | None = None
+        # Opens a span around each emit of the unit (a consumer sets it when tracing is
+        # on; telemetry/tracing.py): a name and attributes in, a context manager out.
+        self.spans: Spans | None = None
         self.status = TxStatus.ACTIVE
         self.receipts: list[Receipt] = []
         self.rejections: list[Rejection] = []
@@ -161,7 +174,8 @@ class HandoffTx(Calls[Receipt | Rejection]):
         # after it; they still go before the commit.
         # Before BEGIN: BEGIN, the deferred writes (a consumer's claim) and the
         # emit go in one message.
-        result = emit_with(self._wire.now, request, document_id, self.tenant)
+        with self._span(request.event_type, document_id or getattr(request, "document_id", None)):
+            result = emit_with(self._wire.now, request, document_id, self.tenant)
         if isinstance(result, Receipt):
             self.receipts.append(result)
         else:
@@ -240,11 +254,20 @@ class HandoffTx(Calls[Receipt | Rejection]):
         if wait:
             return self.emit(**fields)
         self._active()
-        self._wire.write(*self.by_tenant(
-            q.EMIT_DIRECT_OR_RAISE, q.EMIT_DIRECT_OR_RAISE_FOR,
-            params(validated(HandoffRequest, **fields)),
-        ))  # fmt: skip
+        with self._span(event_type, event.document_id):
+            self._wire.write(*self.by_tenant(
+                q.EMIT_DIRECT_OR_RAISE, q.EMIT_DIRECT_OR_RAISE_FOR,
+                params(validated(HandoffRequest, **fields)),
+            ))  # fmt: skip
         return None
+
+    def _span(self, event_type: str, document_id: str | None) -> AbstractContextManager[Any]:
+        if self.spans is None:
+            return nullcontext()
+        return self.spans(
+            f"emit {event_type}",
+            {"handoff.event_type": event_type, "handoff.document": document_id},
+        )
 
     def intend(
         self,
@@ -334,10 +357,13 @@ class HandoffTx(Calls[Receipt | Rejection]):
 
 
 @contextmanager
-def handoff_tx(conn: psycopg.Connection[Any], tenant: str | None = None) -> Iterator[HandoffTx]:
+def handoff_tx(
+    conn: psycopg.Connection[Any], tenant: str | None = None, trace: str | None = None
+) -> Iterator[HandoffTx]:
     """A unit of work on ``conn`` (none open); rolls back unless committed.
 
     On an autocommit connection the unit sends BEGIN and COMMIT itself (see above).
+    ``trace``: a traceparent its rows carry.
     """
     if conn.broken or conn.closed:
         # The database went away under an earlier unit (a restart): no bug of the
@@ -345,7 +371,7 @@ def handoff_tx(conn: psycopg.Connection[Any], tenant: str | None = None) -> Iter
         raise DatabaseUnavailable("the database connection is gone; reconnect")
     if conn.info.transaction_status is not pq.TransactionStatus.IDLE:
         raise ConfigurationError("handoff_tx needs a connection with no transaction open")
-    tx = HandoffTx(conn, tenant)
+    tx = HandoffTx(conn, tenant, trace)
     try:
         yield tx
     finally:
@@ -360,15 +386,16 @@ def transact(
     *,
     policy: RetryPolicy = CONFLICTS,
     tenant: str | None = None,
+    trace: str | None = None,
 ) -> T:
     """Run ``work`` in a unit (of the service's ``tenant``, when known) and commit it; retry
-    the whole unit on conflicts."""
+    the whole unit on conflicts. ``trace``: a traceparent the unit's rows carry."""
 
     def once() -> T:
         # translated() around the whole unit, not only each statement: in
         # pipeline mode a statement's error (a lock timeout) surfaces when its
         # result is read, which may be outside the statement's own call.
-        with handoff_tx(conn, tenant) as tx, translated():
+        with handoff_tx(conn, tenant, trace) as tx, translated():
             result = work(tx)
             if tx.status is TxStatus.ACTIVE:
                 tx.commit()

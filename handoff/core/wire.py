@@ -31,6 +31,7 @@ from psycopg import sql
 from psycopg.types.json import Jsonb
 
 from handoff.core.db import translated
+from handoff.core.emit_sql import SET_TRACE
 
 Statement = tuple[str, Any]  # a query and its parameters
 # A deferred write: a statement and its rows, or ((table, columns), rows) to append.
@@ -38,13 +39,24 @@ Deferred = tuple[LiteralString | tuple[str, tuple[str, ...]], list[Any]]
 
 
 class Wire:
-    """The statements of one unit on ``conn``, sent as few messages as they can be."""
+    """The statements of one unit on ``conn``, sent as few messages as they can be.
 
-    def __init__(self, conn: psycopg.Connection[Any]) -> None:
+    ``trace``: a traceparent for the unit's rows (core/emit_sql.py SET_TRACE), set in
+    the message that carries BEGIN, so a traced unit costs no round trip more.
+    """
+
+    def __init__(self, conn: psycopg.Connection[Any], trace: str | None = None) -> None:
         self.conn = conn
         # False until BEGIN is sent, on an autocommit connection.
         self.begun = not conn.autocommit
         self._writes: list[Deferred] = []
+        self._begin: list[str | Statement] = ["BEGIN"]
+        if trace is not None:
+            setting: Statement = (SET_TRACE, {"traceparent": trace})
+            if self.begun:  # the caller's transaction
+                with translated():
+                    conn.execute(*setting)
+            self._begin.append(setting)
 
     def execute(self, query: LiteralString, params: Any) -> psycopg.Cursor[Any]:
         """``query`` now, after the deferred writes (its result may depend on them)."""
@@ -56,14 +68,14 @@ class Wire:
         """``query`` now, the deferred writes left for later; before BEGIN, one message
         with BEGIN and them."""
         if not self.begun:
-            return self._simple(["BEGIN", *self._bound(), (query, params)])
+            return self._simple([*self._begin, *self._bound(), (query, params)])
         with translated():
             return self.conn.execute(query, params)
 
     def begin(self) -> None:
         """BEGIN now (with the deferred writes), for a call that uses the connection itself."""
         if not self.begun:
-            self._simple(["BEGIN", *self._bound()])
+            self._simple([*self._begin, *self._bound()])
 
     def flush(self) -> None:
         """Send the deferred writes now (with BEGIN, if the unit sends its own)."""
@@ -90,7 +102,7 @@ class Wire:
         if self.conn.autocommit:
             writes = self._bound()
             if self.begun or writes:  # else nothing was sent: nothing to commit
-                self._simple([*([] if self.begun else ["BEGIN"]), *writes, "COMMIT"])
+                self._simple([*([] if self.begun else self._begin), *writes, "COMMIT"])
         else:
             self._flush()
             with translated():

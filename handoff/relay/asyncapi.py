@@ -35,6 +35,8 @@ MESSAGE = "HandoffEvent"
 _TEXT = {"type": "string"}
 
 # Header name → (schema, description, always written). The wire's own order.
+_TRACEPARENT = {"type": "string", "pattern": "^00-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}$"}
+
 HEADERS: dict[str, tuple[dict[str, Any], str, bool]] = {
     "eventId": (_TEXT, "The event's id (deduplicate on it without decoding).", True),
     "eventType": (_TEXT, "What happened, e.g. approved (filter without decoding).", True),
@@ -66,12 +68,16 @@ HEADERS: dict[str, tuple[dict[str, Any], str, bool]] = {
         True,
     ),
     "traceparent": (
-        {"type": "string", "pattern": "^[0-9a-f]{2}-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}$"},
-        "W3C trace context of the change (with HANDOFF_OTEL_ENABLED): the trace the "
-        "emitting request began; a consumer continues it.",
+        _TRACEPARENT,
+        "W3C trace context, when the change was written in a sampled trace "
+        "(HANDOFF_OTEL_EXPORTER): the relay's publish span; a consumer continues it.",
         False,
     ),
-    "tracestate": (_TEXT, "W3C trace state, when the emitting request had one.", False),
+    "ce_traceparent": (
+        _TRACEPARENT,
+        "CloudEvents distributed-tracing extension: the same context as traceparent.",
+        False,
+    ),
     "relayFetchedAt": (
         {"type": "string", "pattern": "^[0-9]+$"},
         "With HANDOFF_RELAY_TRACE_TIMING: when the relay fetched the row (epoch µs).",

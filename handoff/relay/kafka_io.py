@@ -74,12 +74,17 @@ def _register_subject(
     raise AssertionError("unreachable")
 
 
-def headers(payload: dict[str, Any]) -> list[Any]:
+def headers(payload: dict[str, Any], traceparent: str | None = None) -> list[Any]:
     """[EventBridge rule / Pipe filter] without decoding the value; ``eventId`` so that a
     consumer or a tool can deduplicate without decoding either. Then the same event's
-    CloudEvents attributes (core/cloudevents.py), for tools that speak only those."""
+    CloudEvents attributes (core/cloudevents.py), for tools that speak only those; and
+    the emitting unit's trace context, as W3C's ``traceparent`` and as the CloudEvents
+    distributed-tracing extension (telemetry/tracing.py)."""
     event_id, event_type = payload["eventId"].encode(), payload["eventType"].encode()
     tenant = payload["tenantId"].encode()
+    if traceparent:
+        trace = traceparent.encode()
+        return [*headers(payload), ("traceparent", trace), ("ce_traceparent", trace)]
     return [
         ("eventId", event_id),
         ("eventType", event_type),

@@ -34,15 +34,17 @@ import queue
 import threading
 import time
 from collections.abc import Callable
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
 import psycopg
 from confluent_kafka import KafkaError, Message, Producer
+from opentelemetry.trace import SpanKind
 from psycopg.types.json import set_json_loads
 
-from handoff.core import db, kafka
+from handoff.core import db, kafka, trace_context
 from handoff.core import outbox_sql as q
 from handoff.core.errors import (
     DatabaseUnavailable,
@@ -62,6 +64,7 @@ from handoff.relay.marks import Marks
 from handoff.relay.settings import RelaySettings
 from handoff.relay.slots import SlotOwner
 from handoff.relay.wakeups import WorkerWakeups
+from handoff.telemetry import tracing
 
 log = logging.getLogger("handoff.relay")
 
@@ -84,6 +87,7 @@ class Row:
     event_type: str
     payload: dict[str, Any]
     held_behind: int | None  # the earlier parked row of its document, if any
+    traceparent: str | None = None  # the emitting unit's trace context (0025_trace)
 
     @property
     def document(self) -> Document:
@@ -514,12 +518,24 @@ class Relay:
                 )  # fmt: skip
                 parked[row.document] = row.id
                 continue
-            self._produce(
-                topic,
-                value,
-                f"{row.tenant_id}/{row.document_id}".encode(),
-                headers(row.payload) + timing,
-            )
+            with tracing.span(
+                f"publish {topic}",
+                parent=row.traceparent,
+                kind=SpanKind.PRODUCER,
+                attributes={"messaging.system": "kafka", "messaging.destination.name": topic,
+                            "handoff.document": row.document_id, "handoff.version": row.version},
+            ) if row.traceparent else nullcontext() as span:  # fmt: skip
+                # The consumer continues the publish span (emit → publish → consume);
+                # a relay with tracing off passes the emit's context on unchanged.
+                carried = (
+                    trace_context.traceparent_of(span) if span is not None else row.traceparent
+                )
+                self._produce(
+                    topic,
+                    value,
+                    f"{row.tenant_id}/{row.document_id}".encode(),
+                    headers(row.payload, carried) + timing,
+                )
             sent.append((row, value))
         unsettled = self.producer.flush(self.config.delivery_timeout_s + 5)
         if sent and not unsettled and len(self._failed) < len(sent):

@@ -244,6 +244,9 @@ class _Handler(BaseHTTPRequestHandler):
         payment, created = sandbox.store.create(
             key, request, declined=bool(fault and fault.kind == "decline")
         )
+        if created and (trace := self.headers.get("traceparent")):
+            # A real provider would continue the trace; the sandbox says which it was in.
+            log.info("payment %s made in trace context %s", payment.id, trace[:55])
         if fault and fault.kind == "drop":
             log.warning("payment %s made; dropping the answer (fault)", payment.id)
             self.close_connection = True

@@ -1,5 +1,5 @@
-"""Kafka, ZooKeeper and Kafka Connect jars, Debezium's connector and the Apicurio Registry
-distribution, resolved by Maven into a cache.
+"""Kafka, ZooKeeper and Kafka Connect jars, Debezium's connector, the Apicurio Registry
+distribution and Zipkin's server, resolved by Maven into a cache.
 
 Each artifact lands in ``<cache_dir>/<name>-<version>/`` and is marked
 complete only after it was fully written, so an interrupted download is
@@ -170,6 +170,31 @@ def registry_dist(cache_dir: Path, version: str, console: Console) -> Path:
             raise DownloadFailed(f"{archive.name} has no quarkus-run.jar; is {version} a 3.3+?")
         _publish(root, target)
     return target
+
+
+def zipkin_server(cache_dir: Path, version: str, console: Console) -> Path:
+    """Zipkin's self-contained server jar (``java -jar``; in-memory storage unless told),
+    the trace backend the tracing tests export to."""
+    target = cache_dir / f"zipkin-server-{version}"
+    jar = target / "zipkin-server.jar"
+    if _cached(target):
+        return jar
+    console.print(f"Fetching Zipkin server {version} (about 135 MB, first use only)…")
+    with tempfile.TemporaryDirectory(dir=_parent(cache_dir)) as tmp:
+        staging = Path(tmp) / "zipkin"
+        _run_maven(
+            [
+                "dependency:copy",
+                f"-Dartifact=io.zipkin:zipkin-server:{version}:jar:exec",
+                f"-DoutputDirectory={staging}",
+            ],
+            f"Zipkin server {version}",
+            console,
+        )
+        (downloaded,) = staging.glob("*.jar")
+        downloaded.rename(staging / jar.name)
+        _publish(staging, target)
+    return jar
 
 
 def _parent(cache_dir: Path) -> Path:

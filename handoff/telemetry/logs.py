@@ -25,6 +25,8 @@ from typing import Any
 
 import orjson
 
+from handoff.telemetry import tracing
+
 TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s %(message)s"
 
 # Every attribute a LogRecord has by itself; the rest came with ``extra=``.
@@ -66,6 +68,8 @@ class JsonFormatter(logging.Formatter):
             "message": record.getMessage(),
         }
         line.update(_bound.get())
+        if (ids := tracing.current_ids()) is not None:
+            line["traceId"], line["spanId"] = ids
         for key, value in vars(record).items():
             if key not in _STANDARD and not key.startswith("_"):
                 line[key] = value

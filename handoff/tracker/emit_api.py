@@ -12,15 +12,18 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Path, Request
 from fastapi.responses import JSONResponse
+from opentelemetry.trace import SpanKind
 from prometheus_client import Counter, Histogram
 from psycopg_pool import AsyncConnectionPool
 
+from handoff.core import trace_context
 from handoff.core.emitter import Request as EmitRequest
 from handoff.core.emitter import emit_http
 from handoff.core.errors import ContractError, HandoffError, TransientConflict
 from handoff.core.identity import Caller, Credential
 from handoff.core.models import CreateRequest, HandoffRequest, Identifier, Receipt, StartRunRequest
 from handoff.core.retry import CONFLICTS
+from handoff.telemetry import tracing
 from handoff.tracker.auth import Writer
 from handoff.tracker.params import declared_query_only
 
@@ -60,17 +63,34 @@ async def _emit(
 ) -> JSONResponse:
     started = time.perf_counter()
     code = "Accepted"
-    try:
-        receipt = await emit_retrying(request.app.state.pool, caller, body, document_id)
-        if receipt.replayed:
-            code = "Replayed"
-        return _receipt(receipt)
-    except HandoffError as error:
-        code = error.code if isinstance(error, ContractError) else "Error"
-        raise
-    finally:
-        EMITS.labels(kind, code).inc()
-        EMIT_SECONDS.labels(kind).observe(time.perf_counter() - started)
+    # The caller's trace continued (its traceparent header), or a new one.
+    with tracing.span(
+        f"emit {kind}",
+        parent=request.headers.get("traceparent"),
+        kind=SpanKind.SERVER,
+        attributes={"http.request.method": "POST", "url.path": request.url.path,
+                    "handoff.event_type": body.event_type, "handoff.document": document_id
+                    or getattr(body, "document_id", None)},
+    ) as span:  # fmt: skip
+        try:
+            receipt = await emit_retrying(
+                request.app.state.pool,
+                caller,
+                body,
+                document_id,
+                trace=trace_context.traceparent_of(span) if span is not None else None,
+            )
+            if receipt.replayed:
+                code = "Replayed"
+            return _receipt(receipt)
+        except HandoffError as error:
+            code = error.code if isinstance(error, ContractError) else "Error"
+            raise
+        finally:
+            EMITS.labels(kind, code).inc()
+            EMIT_SECONDS.labels(kind).observe(time.perf_counter() - started)
+            if span is not None:
+                span.set_attribute("handoff.outcome", code)
 
 
 async def emit_retrying(
@@ -78,13 +98,16 @@ async def emit_retrying(
     caller: Caller,
     body: EmitRequest,
     document_id: str | None = None,
+    *,
+    trace: str | None = None,
 ) -> Receipt:
     """One emit as ``caller``; serialization failures and deadlocks retried with the
-    identical request (same event id), never answered as a 5xx."""
+    identical request (same event id), never answered as a 5xx. ``trace``: the
+    traceparent its rows carry."""
 
     async def once() -> Receipt:
         async with pool.connection() as conn:
-            return await emit_http(conn, caller, body, document_id)
+            return await emit_http(conn, caller, body, document_id, trace=trace)
 
     return await CONFLICTS.run_async(once, retry_on=(TransientConflict,))
 

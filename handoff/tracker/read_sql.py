@@ -37,7 +37,8 @@ SELECT document_id, run_id, owner, status, version, assigned_at, due_at, created
 # Accepted versions in order, of the named run or else the latest.
 HISTORY = f"""
 SELECT version, event_id, event_type, sender, owner_before, owner_after, status,
-       accepted_at, assigned_at, due_at, data, correlation_id, causation_id
+       accepted_at, assigned_at, due_at, data, correlation_id, causation_id,
+       substring(traceparent FROM 4 FOR 32) AS trace_id
   FROM handoff.document_history
  WHERE tenant_id = {_TENANT} AND document_id = %(document_id)s
    AND run_id = coalesce(%(run_id)s::integer,

@@ -16,6 +16,7 @@ class Entry:
     detail: str
     version: int | None
     event_type: str | None
+    trace_id: str | None = None
 
 
 def _accepted(h: HistoryEntry) -> Entry:
@@ -29,7 +30,9 @@ def _accepted(h: HistoryEntry) -> Entry:
         headline = f"{h.sender} made progress"
     else:
         headline = f"{h.sender} handed it to {h.owner_after}"
-    return Entry(h.accepted_at, True, headline, f"status “{h.status}”", h.version, h.event_type)
+    return Entry(
+        h.accepted_at, True, headline, f"status “{h.status}”", h.version, h.event_type, h.trace_id
+    )
 
 
 def _rejected(r: RejectionView) -> Entry:

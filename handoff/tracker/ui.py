@@ -27,6 +27,7 @@ from handoff.core.errors import (
 )
 from handoff.core.identity import Credential
 from handoff.core.models import Identifier, ServiceName
+from handoff.telemetry import tracing
 from handoff.tracker import charts, flow_svg, http_errors, operate, sessions, timeline, ui_actions
 from handoff.tracker import read_model as reads
 from handoff.tracker.auth import Viewer
@@ -64,6 +65,7 @@ def due(at: datetime | None, now: datetime) -> str:
 
 templates.env.filters["age"] = age
 templates.env.globals["due"] = due
+templates.env.globals["trace_url"] = tracing.trace_url
 templates.env.filters["hhmm"] = lambda at: at.strftime("%H:%M") if at else ""
 templates.env.filters["stamp"] = lambda at: at.strftime("%Y-%m-%d %H:%M:%S UTC") if at else ""
 templates.env.filters["iso"] = lambda at: at.isoformat() if at else ""

@@ -47,6 +47,11 @@ class HistoryEntry(_View):
     data: dict[str, Any]
     correlation_id: str | None
     causation_id: str | None
+    trace_id: str | None = Field(
+        None,
+        description="the OpenTelemetry trace of the unit that wrote this version; "
+        "null when tracing was off",
+    )
 
 
 class HistoryPage(_View):

@@ -19,6 +19,8 @@ def test_every_header_written_is_described_and_always_written_ones_are_required(
     always = {name for name, (_, _, required) in HEADERS.items() if required}
     assert set(written) == always
     assert {name for name, _ in timing_headers(0.0)} <= set(HEADERS) - always
+    traced = {name for name, _ in headers(PAYLOAD, "00-" + "a" * 32 + "-" + "b" * 16 + "-01")}
+    assert traced - set(written) == {"traceparent", "ce_traceparent"} <= set(HEADERS) - always
 
 
 def test_routes_give_a_channel_and_two_operations_each() -> None:
