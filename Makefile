@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: browser setup up down status lint schemas-check test test-unit test-citus demo bench bench-hop bench-peer bench-sync cluster chaos screenshots clean
+.PHONY: browser setup up down status lint schemas-check test test-unit test-citus demo bench bench-hop bench-peer bench-tracing bench-sync cluster chaos screenshots clean
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python 3.11+ is required (set PYTHON=python3.11)")'
@@ -84,6 +84,10 @@ HOP_ARGS ?=
 bench-hop: up  ## the hop latency taken apart by segment, five runs (HOP_ARGS=--hop-rate 250)
 	$(BIN)/handoff db upgrade
 	$(BIN)/handoff bench hop --runs 5 --seconds 20 $(HOP_ARGS)
+
+bench-tracing: up  ## what tracing costs: emits/s and the hop with it off, sampling 0 and 100 %, three rounds
+	$(BIN)/handoff db upgrade
+	$(BIN)/handoff bench tracing --rounds 3 --clients 8 --seconds 10
 
 PEER_ARGS ?=
 bench-peer: up  ## handoff relay beside Debezium's outbox connector, three runs (PEER_ARGS=--peer-rows 1000000)

@@ -24,6 +24,7 @@ from benchmarks import (
     relay,
     sync_replication,
     topics,
+    tracing,
     tracker,
 )
 from benchmarks.dynamodb_model import Prices
@@ -499,6 +500,24 @@ def bench_peer(rows: int, rate: float, seconds: float, runs: int) -> str:
     return peer.table(measured, rows, rate)
 
 
+def bench_tracing(clients: int, rate: float, seconds: float, rounds: int) -> str:
+    """Emits/s and the hop with tracing off, on with sampling 0, on at 100 %, interleaved."""
+    stack = LocalStack(console=console)
+    settings = load_settings(stack.layout.home)
+    console.print(f"[bold]tracing[/bold]: {rounds} rounds of off, sampling 0 and 100 %; "
+                  f"{clients} HTTP clients for {seconds:.0f} s, "
+                  f"the hop at {rate:,.0f}/s")  # fmt: skip
+    measured = tracing.runs(settings, stack.layout.home, stack.settings.cache_dir,
+                            hop.stack_pids(stack), seconds, clients, rate, rounds,
+                            lambda line: console.print(line, highlight=False))  # fmt: skip
+    out = stack.layout.home / "bench"
+    out.mkdir(parents=True, exist_ok=True)
+    (out / f"tracing-{time.strftime('%Y%m%d-%H%M%S')}.json").write_text(
+        json.dumps([asdict(r) for r in measured], indent=2)
+    )
+    return tracing.table(measured, clients, rate)
+
+
 def bench_sync(clients: int, seconds: float, rounds: int) -> str:
     """Strict synchronous replication on and off, same cluster, same run."""
     stack = LocalStack(console=console)
@@ -550,7 +569,8 @@ def main() -> None:
         "compare (PostgreSQL beside the DynamoDB design), hop (the hop latency taken apart, "
         "--runs times), peer (handoff relay beside Debezium) and sync (synchronous "
         "replication's cost, on a clustered stack home) and citus (one PostgreSQL beside a "
-        "Citus coordinator and 2 workers, --citus-home) run only when named",
+        "Citus coordinator and 2 workers, --citus-home) and tracing (off, sampling 0 and "
+        "100 %, --rounds) run only when named",
     )
     parser.add_argument("--rows", type=int, default=1_000_000, help="relay backlog rows")
     parser.add_argument("--rate", type=float, default=1000.0, help="emits/s for relay latency")
@@ -583,7 +603,7 @@ def main() -> None:
                         help="compare: USD per million DynamoDB read request units")  # fmt: skip
     parser.add_argument("--gb-month-price", type=float, default=Prices.gb_month,
                         help="compare: USD per GB-month of DynamoDB storage")  # fmt: skip
-    parser.add_argument("--rounds", type=int, default=3, help="sync: rounds of on and off")
+    parser.add_argument("--rounds", type=int, default=3, help="sync, tracing: rounds of each mode")
     parser.add_argument("--runs", type=int, default=5, help="hop: runs, each --seconds long")
     parser.add_argument("--peer-rows", type=int, default=100_000, help="peer: backlog rows")
     parser.add_argument("--peer-runs", type=int, default=3, help="peer: runs of every scenario")
@@ -643,6 +663,10 @@ def main() -> None:
                             args.citus_home)  # fmt: skip
         console.print("\n[bold]One PostgreSQL beside Citus (a coordinator, 2 workers)[/bold]")
         console.print("on one machine: what the coordinator and distribution cost, not scaling")
+        print(table)
+    if "tracing" in args.which:
+        table = bench_tracing(max(counts), args.hop_rate, args.seconds, args.rounds)
+        console.print("\n[bold]What tracing costs (exporting to Zipkin)[/bold]")
         print(table)
     if "audit" in args.which:
         table = bench_audit([int(n) for n in args.audit_sizes.split(",")])

@@ -24,6 +24,7 @@ is beside it, which includes anything else running.
 
 from __future__ import annotations
 
+import secrets
 import signal
 import statistics
 import subprocess
@@ -39,6 +40,7 @@ import psutil
 import psycopg
 
 from benchmarks.stats import markdown_table, peak_rss, percentile
+from handoff.core.emit_sql import SET_TRACE
 from handoff.core.settings import HandoffSettings
 
 if TYPE_CHECKING:  # consumer.py imports this module
@@ -237,16 +239,24 @@ def tables(measured: list[HopRun]) -> list[str]:
 
 def measure(
     bench: Bench, rate: float, seconds: float, stack_pids: dict[str, int | None], run: int = 1,
-    lanes: int = 1,
+    lanes: int = 1, env: dict[str, str] | None = None, traced: bool = False,
 ) -> HopRun:  # fmt: skip
-    """One hop run: creates for bench-hop at ``rate``/s; bench-hop hands each to bench-next."""
+    """One hop run: creates for bench-hop at ``rate``/s; bench-hop hands each to bench-next.
+
+    ``env``: more settings for the relay and the consumer (the tracing benchmark's
+    HANDOFF_OTEL_*); ``traced``: each create carries a sampled trace context of its own,
+    as an API request that was traced would (benchmarks/tracing.py).
+    """
+    more = env or {}
     topic = bench.topic("hop", log_append_time=True)
     logs = bench.logs()
     trace = logs / f"bench-hop-{topic.rsplit('.', 1)[-1]}.trace"
     with (logs / "bench-consumer-relay.log").open("wb") as log:
         relay = subprocess.Popen(
             [sys.executable, "-m", "handoff.cli", "relay"],
-            env=bench.env(HANDOFF_RELAY_DEFAULT_TOPIC=topic, HANDOFF_RELAY_TRACE_TIMING="true"),
+            env=bench.env(
+                HANDOFF_RELAY_DEFAULT_TOPIC=topic, HANDOFF_RELAY_TRACE_TIMING="true", **more
+            ),
             stdout=subprocess.DEVNULL,
             stderr=log,
         )
@@ -256,7 +266,7 @@ def measure(
              "--topic", topic, "--batch-size", str(HOP_BATCH), "--concurrency", str(lanes)],
             env=bench.env(BENCH_CONSUMER="bench-hop", BENCH_NEXT="bench-next",
                           BENCH_TRACE=str(trace),
-                          HANDOFF_CONSUMER_CREDENTIAL=bench.creds["bench-hop"].token),
+                          HANDOFF_CONSUMER_CREDENTIAL=bench.creds["bench-hop"].token, **more),
             stdout=subprocess.DEVNULL,
             stderr=log,
         )  # fmt: skip
@@ -283,7 +293,7 @@ def measure(
             # steady state, not a start-up backlog.
             _warm_up(bench, applied, run)
             meter.start()
-            sent, emitted = _pace(bench, rate, seconds, run)
+            sent, emitted = _pace(bench, rate, seconds, run, traced)
             deadline = time.monotonic() + 120
             while applied() < sent + 1 and time.monotonic() < deadline:
                 time.sleep(0.2)
@@ -345,9 +355,12 @@ def _warm_up(bench: Bench, applied: Callable[[], int], run: int) -> None:
         time.sleep(0.1)
 
 
-def _pace(bench: Bench, rate: float, seconds: float, run: int) -> tuple[int, dict[str, float]]:
+def _pace(
+    bench: Bench, rate: float, seconds: float, run: int, traced: bool = False
+) -> tuple[int, dict[str, float]]:
     """Creates at a steady ``rate`` from two threads: how many were sent, and each one's
-    commit on this process's clock (ms), by event id."""
+    commit on this process's clock (ms), by event id. ``traced``: each in a transaction
+    that sets a new sampled trace context first (core/emit_sql.py SET_TRACE)."""
     sent = [0, 0]
     emitted: dict[str, float] = {}
 
@@ -360,7 +373,13 @@ def _pace(bench: Bench, rate: float, seconds: float, run: int) -> tuple[int, dic
                 if (wait := due - time.perf_counter()) > 0:
                     time.sleep(wait)
                 prefix, number = f"hop{run}-{index}-", n * 2 + index
-                conn.execute(CREATE_ONE, {"prefix": prefix, "owner": "bench-hop", "n": number})
+                create = {"prefix": prefix, "owner": "bench-hop", "n": number}
+                if traced:
+                    with conn.transaction():
+                        conn.execute(SET_TRACE, {"traceparent": _new_traceparent()})
+                        conn.execute(CREATE_ONE, create)
+                else:
+                    conn.execute(CREATE_ONE, create)
                 emitted[f"{prefix}e-{number}"] = time.time() * 1000
                 n += 1
             sent[index] = n
@@ -371,3 +390,7 @@ def _pace(bench: Bench, rate: float, seconds: float, run: int) -> tuple[int, dic
     for thread in threads:
         thread.join()
     return sum(sent), emitted
+
+
+def _new_traceparent() -> str:
+    return f"00-{secrets.token_hex(16)}-{secrets.token_hex(8)}-01"
