@@ -19,11 +19,15 @@ from handoff.cli import app
 from handoff.core.settings import HandoffSettings
 from handoff.relay.settings import RelaySettings
 from handoff.stack.layout import StackSettings
+from handoff.stack.zipkin import ZIPKIN_VERSION
+from handoff.telemetry.settings import TracingSettings
 from handoff.tracker.settings import TrackerSettings
 
 ROOT = Path(__file__).resolve().parents[2]
 PIPELINE = ("routing", "review", "senior-review", "finalization", "intake")
 HANDOFF_SERVICES = ("migrate", "tracker", "relay", "demo-setup", *PIPELINE)
+# OpenTelemetry's own variables, which its SDK reads (README "Tracing").
+OTEL_STANDARD = ("OTEL_EXPORTER_ZIPKIN_ENDPOINT",)
 
 
 def _config(profile: str, *overrides: str, also: tuple[str, ...] = ()) -> dict[str, Any]:
@@ -80,9 +84,10 @@ def test_host_ports_are_the_local_stacks(resolved: dict[str, Any]) -> None:
 def test_every_handoff_setting_is_a_settings_field(resolved: dict[str, Any]) -> None:
     known = {
         (cls.model_config.get("env_prefix") or "") + name.upper()
-        for cls in (HandoffSettings, RelaySettings, TrackerSettings, StackSettings)
+        for cls in (HandoffSettings, RelaySettings, TrackerSettings, StackSettings,
+                    TracingSettings)
         for name in cls.model_fields
-    } | {"HANDOFF_HOME"}
+    } | {"HANDOFF_HOME"} | set(OTEL_STANDARD)  # fmt: skip
     for name in HANDOFF_SERVICES:
         env = resolved["services"][name].get("environment", {})
         assert env, f"{name} has no HANDOFF_* settings"
@@ -293,3 +298,27 @@ def test_the_observability_profile_scrapes_every_process_and_provisions_both_fil
     assert mounts[provider["options"]["path"]] == DASHBOARD.parent
     home = grafana["environment"]["GF_DASHBOARDS_DEFAULT_HOME_DASHBOARD_PATH"]
     assert home == f"{provider['options']['path']}/{DASHBOARD.name}"
+
+
+def test_the_tracing_profile_runs_zipkin_where_every_process_exports_and_off_by_default(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv("HANDOFF_OTEL_EXPORTER", raising=False)
+    services = _config("demo", also=("tracing",))["services"]
+    zipkin = services["zipkin"]
+    assert zipkin["image"] == f"openzipkin/zipkin:{ZIPKIN_VERSION}"
+    [port] = _published(zipkin).values()
+    for name in HANDOFF_SERVICES:
+        env = services[name]["environment"]
+        # Off unless HANDOFF_OTEL_EXPORTER is set where compose runs (not here).
+        settings = TracingSettings(**{
+            k.removeprefix("HANDOFF_").lower(): v for k, v in env.items()
+            if k.startswith("HANDOFF_OTEL_")
+        })  # fmt: skip
+        assert settings.otel_exporter == "none", name
+        assert settings.otel_trace_url == f"http://127.0.0.1:{port}/zipkin/traces/{{trace_id}}"
+        assert env["OTEL_EXPORTER_ZIPKIN_ENDPOINT"] == f"http://zipkin:{port}/api/v2/spans", name
+    monkeypatch.setenv("HANDOFF_OTEL_EXPORTER", "zipkin")
+    turned_on = _config("demo", also=("tracing",))["services"]
+    assert {turned_on[name]["environment"]["HANDOFF_OTEL_EXPORTER"]
+            for name in HANDOFF_SERVICES} == {"zipkin"}  # fmt: skip
