@@ -294,13 +294,18 @@ class Executor:
                 return False
             if effect.outcome_fn is not None:
                 rejected = len(tx.rejections)
-                effect.outcome_fn(outcome, tx)
+                traced = {"handoff.succeeded": answer.succeeded}
+                with tracing.span(f"outcome {c.effect}", attributes=traced) as span:
+                    if span is not None:
+                        tx.spans = tracing.emit_span
+                    effect.outcome_fn(outcome, tx)
                 if len(tx.rejections) > rejected:
                     tx.rejections[rejected].raise_()
             return True
 
         try:
-            recorded = self._transact(work)
+            # Inside the perform span: the outcome's emit continues the intent's trace.
+            recorded = self._transact(work, trace=tracing.current_traceparent())
         except DatabaseUnavailable:
             raise
         except Exception as exc:
@@ -359,8 +364,8 @@ class Executor:
         if not self._transact(lambda tx: self._record_in(tx, c, state, **fields)):
             self._count(c, "fenced")
 
-    def _transact(self, work: Callable[[HandoffTx], T]) -> T:
-        return transact(self.conn, work, tenant=self.tenant)
+    def _transact(self, work: Callable[[HandoffTx], T], trace: str | None = None) -> T:
+        return transact(self.conn, work, tenant=self.tenant, trace=trace)
 
     def _count(self, c: Claimed, result: str) -> None:
         metrics.EFFECTS.labels(self.app.name, c.effect, result).inc()

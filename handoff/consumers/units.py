@@ -243,7 +243,7 @@ class Processor:
                         "handoff.version": event.version, "handoff.event_id": event.event_id},
         ) as span:  # fmt: skip
             if span is not None:
-                tx.spans = _emit_span
+                tx.spans = tracing.emit_span
             handler.fn(event, tx)
         if len(tx.rejections) > rejected:
             # The handler's handoff was refused: an invalid transition. The
@@ -379,11 +379,6 @@ class Processor:
     def _count(self, verdicts: list[Verdict]) -> None:
         for verdict in verdicts:
             metrics.EVENTS.labels(self.app.name, verdict.outcome).inc()
-
-
-def _emit_span(name: str, attributes: dict[str, Any]) -> AbstractContextManager[Any]:
-    """A handler's emit as a span (``HandoffTx.spans``)."""
-    return tracing.span(name, kind=SpanKind.PRODUCER, attributes=attributes)
 
 
 def _unclaimed(exc: BaseException | None) -> bool:

@@ -180,6 +180,11 @@ def span(
 _OFF: AbstractContextManager[None] = nullcontext()
 
 
+def emit_span(name: str, attributes: dict[str, Any]) -> AbstractContextManager[Span | None]:
+    """A unit's emit as a span: what a consumer or an executor sets as ``HandoffTx.spans``."""
+    return span(name, kind=SpanKind.PRODUCER, attributes=attributes)
+
+
 @contextmanager
 def _span(
     tracer: trace.Tracer,

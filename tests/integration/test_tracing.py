@@ -146,7 +146,8 @@ def test_an_effect_is_performed_in_the_trace_of_the_unit_that_intended_it(
     tmp_path: Path,
 ) -> None:
     """The payments consumer's unit intends a charge; its executor performs it under a
-    span that is the unit's child and sends the provider that span's ``traceparent``."""
+    span that is the unit's child, sends the provider that span's ``traceparent``, and the
+    outcome's emit (the next handoff) continues the same trace."""
     topic = f"test.tracing.{uuid.uuid4().hex[:8]}"
     ensure_topics(migrated.kafka_bootstrap, [topic], 1)
     doc, payload = rehearsal.order()
@@ -185,3 +186,12 @@ def test_an_effect_is_performed_in_the_trace_of_the_unit_that_intended_it(
     [charge] = sandbox.payments(doc)
     said = f"payment {charge['id']} made in trace context 00-{trace_id}-{perform['id']}-"
     assert said in sandbox.log.read_text()
+    # The outcome's emit (paid: on to shipping) is in the same trace, under the perform span.
+    outcome = _child(zipkin.trace(trace_id), perform["id"], "outcome pay")
+    assert outcome is not None and _child(zipkin.trace(trace_id), outcome["id"], "emit paid")
+    [paid] = rehearsal.admin.execute(
+        "SELECT traceparent FROM handoff.document_history"
+        " WHERE tenant_id = %s AND document_id = %s AND event_type = 'paid'",
+        (rehearsal.tenant, doc),
+    ).fetchall()
+    assert paid[0] == f"00-{trace_id}-{perform['id']}-01"
