@@ -18,8 +18,6 @@ relay publishes under a span and the consumer continues the trace.
 from __future__ import annotations
 
 import statistics
-import subprocess
-import sys
 import threading
 import time
 from collections.abc import Callable
@@ -29,12 +27,10 @@ from pathlib import Path
 import httpx
 import psycopg
 
-from benchmarks import hop
+from benchmarks import hop, tracker
 from benchmarks.consumer import Bench
 from benchmarks.stats import markdown_table, percentile
 from handoff.core.settings import HandoffSettings
-from handoff.stack.layout import pick_port
-from handoff.stack.procs import wait_until
 from handoff.stack.zipkin import ZipkinServer
 
 # The modes: a label and the sampling ratio of new traces (None: tracing off).
@@ -113,17 +109,7 @@ def _emits(
 ) -> tuple[int, list[float]]:
     """Creates through a ``handoff serve`` of this mode for ``seconds``, from ``clients``
     threads: how many were accepted, and each one's latency (ms)."""
-    port = pick_port(18570, set())
-    url = f"http://127.0.0.1:{port}"
-    log = bench.logs() / "bench-tracing-api.log"
-    with log.open("wb") as out:
-        api = subprocess.Popen(
-            [sys.executable, "-m", "handoff.cli", "serve", "--port", str(port)],
-            env=bench.env(**env), stdout=out, stderr=subprocess.STDOUT,
-        )  # fmt: skip
-    try:
-        if not wait_until(lambda: _healthy(url, api), 60, 0.2):
-            raise RuntimeError(f"handoff serve did not answer in 60 s; see {log}")
+    with tracker.served(bench.home, **env) as url:
         token = bench.creds["creator"].token
         latencies: list[list[float]] = [[] for _ in range(clients)]
         failed: list[str] = []
@@ -151,18 +137,6 @@ def _emits(
             raise RuntimeError(f"{len(failed)} creates failed, the first: {failed[0]}")
         every = [ms for per in latencies for ms in per]
         return len(every), every
-    finally:
-        api.terminate()
-        api.wait(30)
-
-
-def _healthy(url: str, api: subprocess.Popen[bytes]) -> bool:
-    if api.poll() is not None:
-        raise RuntimeError(f"handoff serve exited with {api.returncode}")
-    try:
-        return httpx.get(f"{url}/healthz", timeout=2).status_code == 200
-    except httpx.HTTPError:
-        return False
 
 
 def _create(http: httpx.Client, key: str, failed: list[str]) -> None:

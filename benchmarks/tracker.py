@@ -289,12 +289,12 @@ async def _measure(
 
 
 @contextmanager
-def served(home: Path) -> Iterator[str]:
-    """A real ``handoff serve`` process for the HTTP timings."""
+def served(home: Path, **env: str) -> Iterator[str]:
+    """A real ``handoff serve`` process for the HTTP timings (``env``: more settings)."""
     port = pick_port(18700, set())
     proc = subprocess.Popen(
         [sys.executable, "-m", "handoff.cli", "serve", "--port", str(port)],
-        env={**os.environ, "HANDOFF_HOME": str(home)},
+        env={**os.environ, "HANDOFF_HOME": str(home), **env},
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )

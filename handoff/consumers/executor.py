@@ -149,7 +149,7 @@ class Executor:
             attributes={"handoff.intent": c.id, "handoff.effect": c.effect,
                         "handoff.document": c.document_id, "handoff.attempts": c.attempts},
         ):  # fmt: skip
-            # A provider continues the trace with tracing.headers() (providers.py).
+            # A provider continues the trace with trace_context.caller_headers() (providers.py).
             self._perform(c)
 
     def _perform(self, c: Claimed) -> None:

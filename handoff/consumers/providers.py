@@ -10,8 +10,8 @@ look it up first), ``ProviderRefused`` (a final no).
 
 ``SandboxPayments`` talks to ``handoff sandbox-provider``; write your own
 class with the same two methods for a real provider; sending
-``tracing.headers()`` with its request continues the trace of the intent's
-unit (telemetry/tracing.py), as ``SandboxPayments`` does.
+``trace_context.caller_headers()`` with its request continues the trace of the
+intent's unit (telemetry/tracing.py), as ``SandboxPayments`` does.
 """
 
 from __future__ import annotations
@@ -22,8 +22,8 @@ from typing import Any, Protocol
 
 import httpx
 
+from handoff.core import trace_context
 from handoff.core.errors import ProviderNotReached, ProviderOutcomeUnknown, ProviderRefused
-from handoff.telemetry import tracing
 
 
 @dataclass(frozen=True)
@@ -57,7 +57,9 @@ class SandboxPayments:
     def submit(self, key: str, request: dict[str, Any]) -> Answer:
         try:
             answer = self._http.post(
-                "/v1/payments", json=request, headers={"Idempotency-Key": key, **tracing.headers()}
+                "/v1/payments",
+                json=request,
+                headers={"Idempotency-Key": key, **trace_context.caller_headers()},
             )
         except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
             raise ProviderNotReached(f"{self.base_url}: {exc or type(exc).__name__}") from exc

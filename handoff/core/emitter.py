@@ -13,6 +13,7 @@ learned once (one round trip more, the first time) and kept.
 from __future__ import annotations
 
 from collections.abc import Callable
+from contextlib import nullcontext
 from typing import Any, LiteralString
 
 import psycopg
@@ -168,14 +169,11 @@ def emit_direct(
     """Emit as the service this connection logged in as; a refusal raises. ``trace``:
     a traceparent its rows carry (an autocommit connection: in a transaction of its own,
     as ``emit_http``)."""
-    if trace is None or not conn.autocommit:
+    own = trace is not None and conn.autocommit  # else the caller's transaction holds it
+    with conn.transaction() if own else nullcontext():
         if trace is not None:
             conn.execute(q.SET_TRACE, {"traceparent": trace})
         found = emit_in(conn, request, document_id, tenant=tenant)
-    else:
-        with conn.transaction():
-            conn.execute(q.SET_TRACE, {"traceparent": trace})
-            found = emit_in(conn, request, document_id, tenant=tenant)
     if isinstance(found, Rejection):
         found.raise_()
     return found

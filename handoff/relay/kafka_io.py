@@ -82,10 +82,7 @@ def headers(payload: dict[str, Any], traceparent: str | None = None) -> list[Any
     distributed-tracing extension (telemetry/tracing.py)."""
     event_id, event_type = payload["eventId"].encode(), payload["eventType"].encode()
     tenant = payload["tenantId"].encode()
-    if traceparent:
-        trace = traceparent.encode()
-        return [*headers(payload), ("traceparent", trace), ("ce_traceparent", trace)]
-    return [
+    written = [
         ("eventId", event_id),
         ("eventType", event_type),
         ("owner", (payload.get("owner") or "").encode()),
@@ -93,6 +90,10 @@ def headers(payload: dict[str, Any], traceparent: str | None = None) -> list[Any
         ("version", str(payload["version"]).encode()),
         *cloudevent_headers(payload, event_id, event_type, tenant),
     ]
+    if traceparent:
+        trace = traceparent.encode()
+        written += [("traceparent", trace), ("ce_traceparent", trace)]
+    return written
 
 
 def timing_headers(fetched_at: float) -> list[Any]:

@@ -41,7 +41,7 @@ from opentelemetry import trace
 from opentelemetry.trace import Link, Span, SpanKind
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
-from handoff.core.trace_context import traceparent_of, valid
+from handoff.core.trace_context import caller_traceparent, valid
 from handoff.telemetry.settings import TracingSettings
 
 log = logging.getLogger("handoff.tracing")
@@ -134,15 +134,9 @@ def context_of(traceparent: str | None) -> otel_context.Context | None:
 
 
 def current_traceparent() -> str | None:
-    """The traceparent of the current span, if there is a sampled one."""
-    return traceparent_of(trace.get_current_span()) if _state.tracer is not None else None
-
-
-def headers() -> dict[str, str]:
-    """The current span's ``traceparent`` as an HTTP header, for a call that continues
-    the trace (a provider's request, sent by its executor's span); empty when none."""
-    traceparent = current_traceparent()
-    return {"traceparent": traceparent} if traceparent else {}
+    """The traceparent of the current span, if there is a sampled one (with tracing off,
+    None at once: the units ask for it on every attempt)."""
+    return caller_traceparent() if _state.tracer is not None else None
 
 
 def current_ids() -> tuple[str, str] | None:
