@@ -41,6 +41,14 @@ HAS_CITUS = "SELECT EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'citus')"
 # SQLSTATEs a retry of the identical request can cure.
 RETRYABLE = (pg.SerializationFailure, pg.DeadlockDetected, pg.LockNotAvailable)
 
+# Citus, while a tenant's shard moves: the coordinator delegated a call to the
+# worker that held the shard, the move committed before the call ran there, so
+# the call's own statements would have become distributed queries, and Citus
+# refused them with this text (SQLSTATE XX000, an internal error; no code of its
+# own). The transaction rolled back; asked again, the coordinator routes the call
+# to the shard's new worker. This text only: other internal errors are not retried.
+SHARD_MOVED = "cannot execute a distributed query from a query on a shard"
+
 
 def by_tenant(
     plain: LiteralString, named: LiteralString, params: dict[str, Any], tenant: str | None
@@ -51,6 +59,11 @@ def by_tenant(
     if tenant is None:
         return plain, params
     return named, {**params, "tenant": tenant}
+
+
+def shard_moved(exc: psycopg.Error) -> bool:
+    """Whether Citus refused a delegated call because the tenant's shard moved away."""
+    return isinstance(exc, pg.InternalError_) and _primary(exc).startswith(SHARD_MOVED)
 
 
 def _primary(exc: psycopg.Error) -> str:
@@ -127,6 +140,11 @@ def translated(*, sent: bool = True) -> Iterator[None]:
             f"{type(exc).__name__}: the transaction met a concurrent one; retry it as is"
         ) from exc
     except psycopg.Error as exc:
+        if shard_moved(exc):
+            raise TransientConflict(
+                "the tenant's shard moved to another database node during the call; "
+                "retry it as is"
+            ) from exc
         if exc.sqlstate == REFUSED_UNAWAITED:  # a refused emit that rode with the unit
             raise contract_error(orjson.loads(_primary(exc))) from exc
         # Handoff's own SQL functions: an error class of core/errors.py declares the

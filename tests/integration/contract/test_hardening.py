@@ -18,10 +18,11 @@ import psycopg
 import pytest
 
 from handoff.core.client import HandoffClient
-from handoff.core.db import translated
-from handoff.core.errors import InvalidRequest, UnknownOwner
+from handoff.core.db import SHARD_MOVED, translated
+from handoff.core.errors import InvalidRequest, TransientConflict, UnknownOwner
 from handoff.core.names import forbidden
 from handoff.core.settings import HandoffSettings
+from handoff.core.tx import HandoffTx, transact
 from handoff.stack.local import LocalStack
 from tests.fix_contract import ServiceFactory, counts, login, post
 
@@ -293,6 +294,34 @@ def test_error_bodies_carry_a_request_id_and_no_database_text(
         admin.execute("SELECT %s::int", ("not a number",))
     assert "invalid input syntax" not in str(raised.value)
     assert "invalid input syntax" in str(raised.value.__cause__)
+
+
+def _internal_error(message: str) -> str:
+    """A statement PostgreSQL fails with SQLSTATE XX000 and ``message``, as Citus does."""
+    return f"DO $$ BEGIN RAISE EXCEPTION USING ERRCODE = 'XX000', MESSAGE = '{message}'; END $$"
+
+
+def test_a_call_refused_because_its_shard_moved_is_retried_and_no_other_internal_error(
+    admin: psycopg.Connection[Any],
+) -> None:
+    """Citus refuses a delegated call that reached a worker its tenant's shard had just
+    left (a move under load): the unit rolled back, and the same unit again goes to
+    the new worker. Raised here by PostgreSQL itself with Citus's SQLSTATE and text."""
+    with pytest.raises(TransientConflict) as raised, translated():
+        admin.execute(_internal_error(SHARD_MOVED))
+    assert "shard moved" in str(raised.value)
+    with pytest.raises(psycopg.errors.InternalError_), translated():
+        admin.execute(_internal_error("could not open relation with OID 1"))
+
+    calls: list[int] = []
+
+    def unit(tx: HandoffTx) -> int:
+        calls.append(1)
+        if len(calls) == 1:
+            tx.execute(_internal_error(SHARD_MOVED))
+        return int(tx.execute("SELECT 7").fetchone()[0])  # type: ignore[index]
+
+    assert transact(admin, unit) == 7 and len(calls) == 2
 
 
 def _nested(depth: int) -> Any:
