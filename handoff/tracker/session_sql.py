@@ -16,7 +16,12 @@ ON CONFLICT DO NOTHING
 RETURNING 1
 """
 END = "DELETE FROM handoff.ui_sessions WHERE id_hash = %(id_hash)s"
+# The ended sessions picked by a subquery: on Citus (where ui_sessions is a local
+# table in the metadata) a DELETE whose own condition mixes now() with a column is
+# refused ("STABLE functions used in UPDATE queries cannot be called with column
+# references"), and the sweep failed every round.
 PURGE = """
 DELETE FROM handoff.ui_sessions
- WHERE expires_at < now() OR last_seen_at < now() - idle
+ WHERE id_hash IN (SELECT id_hash FROM handoff.ui_sessions
+                    WHERE expires_at < now() OR last_seen_at < now() - idle)
 """

@@ -19,6 +19,7 @@ from handoff.core.identity import Credential
 from handoff.core.services import remove_service, revoke_service, rotate_service
 from handoff.stack.layout import pick_port
 from handoff.stack.local import LocalStack
+from handoff.tracker import session_sql
 from handoff.tracker.headers import CSP
 from handoff.tracker.sessions import COOKIE
 from tests.fix_contract import ServiceFactory, serving, signed_in
@@ -104,6 +105,12 @@ def test_an_idle_or_expired_session_ends(
         assert not _signed_out(ui)
         admin.execute(f"{expire} WHERE tenant_id = %s", (tenant,))  # type: ignore[arg-type]
         assert _signed_out(ui)
+    # The ended session's row stays until the tracker's sweep deletes it (on Citus
+    # too, where the sweep's first form was refused).
+    count = "SELECT count(*) FROM handoff.ui_sessions WHERE tenant_id = %s"
+    assert admin.execute(count, (tenant,)).fetchone() == (1,)
+    admin.execute(session_sql.PURGE)
+    assert admin.execute(count, (tenant,)).fetchone() == (0,)
 
 
 @pytest.mark.parametrize("path", ["/", "/signin", "/v1/owners", "/docs", "/redoc",
