@@ -142,8 +142,7 @@ def translated(*, sent: bool = True) -> Iterator[None]:
     except psycopg.Error as exc:
         if shard_moved(exc):
             raise TransientConflict(
-                "the tenant's shard moved to another database node during the call; "
-                "retry it as is"
+                "the tenant's shard moved to another database node during the call; retry it as is"
             ) from exc
         if exc.sqlstate == REFUSED_UNAWAITED:  # a refused emit that rode with the unit
             raise contract_error(orjson.loads(_primary(exc))) from exc
