@@ -30,7 +30,7 @@ import yaml
 
 from handoff.core.errors import StackError
 from handoff.stack.layout import Layout, StackState
-from handoff.stack.postgres import SUPERUSER, Postgres, bin_dir, node_name
+from handoff.stack.postgres import SUPERUSER, Postgres, bin_dir, give_to, node_name
 from handoff.stack.procs import running_pid, spawn, stop_pid, wait_until
 
 SCOPE = "handoff"
@@ -179,8 +179,8 @@ class PatroniNode(Postgres):
             # Patroni runs on this interpreter, which may live under /root (pyenv).
             self._make_traversable(Path(sys.executable))
             self._make_traversable(Path(sys.executable).resolve())
-            self._give_to(user, root)
-            self._give_to(user, self.log)
+            give_to(user, root)
+            give_to(user, self.log)
 
     def start(self) -> None:
         # Patroni starts (or adopts) PostgreSQL itself; as the server's OS user,

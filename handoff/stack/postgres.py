@@ -13,6 +13,7 @@ import os
 import pwd
 import stat
 import subprocess
+from contextlib import suppress
 from pathlib import Path
 
 import psutil
@@ -69,6 +70,19 @@ def node_port(layout: Layout, state: StackState, node: int) -> int:
         return state.ports.postgres
     preferred = layout.settings.postgres_port + node - 1  # 55433, 55434
     return layout.port(state, node_name(node), preferred)
+
+
+def give_to(user: str, path: Path) -> None:
+    """Make ``user`` own ``path`` and all below it."""
+    info = pwd.getpwnam(user)
+    for root, dirs, files in os.walk(path):
+        for name in [*dirs, *files]:
+            # A running server (a worker re-prepared while a chaos run adds one) makes
+            # and removes files as this walks: temp files, Citus's job cache. One gone
+            # since it was listed needs nothing.
+            with suppress(FileNotFoundError):
+                os.chown(Path(root) / name, info.pw_uid, info.pw_gid)
+    os.chown(path, info.pw_uid, info.pw_gid)
 
 
 class Postgres(Part):
@@ -133,13 +147,6 @@ class Postgres(Part):
                 ) from None
         return name
 
-    def _give_to(self, user: str, path: Path) -> None:
-        info = pwd.getpwnam(user)
-        for root, dirs, files in os.walk(path):
-            for name in [*dirs, *files]:
-                os.chown(Path(root) / name, info.pw_uid, info.pw_gid)
-        os.chown(path, info.pw_uid, info.pw_gid)
-
     @staticmethod
     def _make_traversable(path: Path) -> None:
         # The server user must reach its data and binaries through folders
@@ -177,8 +184,8 @@ class Postgres(Part):
         if user is not None:
             self._make_traversable(self.data)
             self._make_traversable(self.bin / "postgres")
-            self._give_to(user, root)
-            self._give_to(user, self.log)
+            give_to(user, root)
+            give_to(user, self.log)
         if (self.data / "PG_VERSION").exists():
             return
         self.console.print("Initialising the PostgreSQL data folder…")
@@ -186,7 +193,7 @@ class Postgres(Part):
         pwfile.write_text(self.state.secrets.postgres + "\n")
         pwfile.chmod(0o600)
         if user is not None:
-            self._give_to(user, pwfile)
+            give_to(user, pwfile)
         try:
             done = self._pg(
                 "initdb",
@@ -225,7 +232,7 @@ class Postgres(Part):
             )
         )
         if (user := self._os_user()) is not None:
-            self._give_to(user, conf)
+            give_to(user, conf)
 
     def start(self) -> None:
         self._write_conf()

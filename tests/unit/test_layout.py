@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import os
+import pwd
 import socket
 import stat
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from handoff.core.errors import StackError
+from handoff.stack import postgres
 from handoff.stack.kafka import Kafka, replication
 from handoff.stack.layout import Layout, StackSettings, pick_port, port_is_free
 
@@ -165,3 +169,24 @@ def test_a_cluster_database_part_asked_for_alone_brings_the_whole_database(
     with pytest.raises(RuntimeError, match="enough"):
         stack.up(["postgres-2", "registry"])
     assert prepared == ["zookeeper", "postgres", "postgres-2", "registry"]
+
+
+def test_giving_a_live_data_folder_passes_files_the_server_removed_fake_walk(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A worker re-prepared while it runs (a chaos run adding one) removes temp files
+    while the walk is under way: a file listed, then gone, is not an error."""
+    (tmp_path / "base").mkdir()
+    kept, gone = tmp_path / "base" / "kept", tmp_path / "base" / "job_cache_1"
+    kept.write_text("x")
+    gone.write_text("x")
+    listed = list(os.walk(tmp_path))
+
+    def walk_then_remove(path: Path) -> Iterator[tuple[str, list[str], list[str]]]:
+        gone.unlink()  # the server removes it after the listing above
+        yield from listed
+
+    monkeypatch.setattr(postgres.os, "walk", walk_then_remove)
+    user = pwd.getpwuid(os.getuid()).pw_name
+    postgres.give_to(user, tmp_path)
+    assert kept.stat().st_uid == os.getuid() and not gone.exists()
