@@ -570,7 +570,7 @@ def main() -> None:
         "--runs times), peer (handoff relay beside Debezium) and sync (synchronous "
         "replication's cost, on a clustered stack home) and citus (one PostgreSQL beside a "
         "Citus coordinator and 2 workers, --citus-home) and tracing (off, sampling 0 and "
-        "100 %, --rounds) run only when named",
+        "100 %%, --rounds) run only when named",
     )
     parser.add_argument("--rows", type=int, default=1_000_000, help="relay backlog rows")
     parser.add_argument("--rate", type=float, default=1000.0, help="emits/s for relay latency")

@@ -48,9 +48,15 @@ for name, command in (
     ("demo", demo), ("chaos", chaos),
 ):  # fmt: skip
     app.command(name)(command)
-app.command("bench", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})(
-    bench
-)
+app.command(
+    "bench",
+    # --help goes through too: the options are the benchmarks' own (python -m benchmarks).
+    context_settings={
+        "allow_extra_args": True,
+        "ignore_unknown_options": True,
+        "help_option_names": [],
+    },
+)(bench)
 
 
 def main() -> None:
