@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import os
 import re
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -109,14 +110,19 @@ class Effect:
         self.name = name
         self._provider = provider
         self._made: Provider | None = None
+        self._making = threading.Lock()
         self.outcome_fn = on_outcome
 
     @property
     def provider(self) -> Provider:
         """Made on first use (a factory may read settings that exist only at run time)."""
         if self._made is None:
-            given = self._provider
-            self._made = given() if callable(given) else given
+            # Executor threads start together: one makes it, the others wait for it
+            # (each making its own left clients behind, never closed).
+            with self._making:
+                if self._made is None:
+                    given = self._provider
+                    self._made = given() if callable(given) else given
         return self._made
 
     def on_outcome(self, fn: OutcomeFn) -> OutcomeFn:

@@ -32,7 +32,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import Any, TypeVar
+from typing import Any, LiteralString, TypeVar
 
 import psycopg
 from opentelemetry.trace import SpanKind
@@ -56,7 +56,7 @@ from handoff.core.errors import (
     ProviderRefused,
 )
 from handoff.core.outage import Outage
-from handoff.core.tx import HandoffTx, transact
+from handoff.core.tx import HandoffTx, call, transact
 from handoff.core.worker_listen import WorkerListeners
 from handoff.telemetry import logs, tracing
 
@@ -113,9 +113,7 @@ class Executor:
     def step(self) -> int:
         """Claim and perform what is due now; the number of intents taken."""
         claim = {"worker": self.worker, "lease_s": self.config.lease_s, "limit": 1, "submit": True}
-        rows = self._transact(
-            lambda tx: tx.execute(*tx.by_tenant(ledger.CLAIM, ledger.CLAIM_FOR, claim)).fetchall()
-        )
+        rows = self._call(ledger.CLAIM, ledger.CLAIM_FOR, claim)
         claimed = [Claimed(*row) for row in rows]
         if claimed and tracing.enabled():
             claimed = self._traced(claimed)
@@ -126,7 +124,7 @@ class Executor:
     def _traced(self, claimed: list[Claimed]) -> list[Claimed]:
         """The intents with the trace context of the units that intended them."""
         ids = {"ids": [c.id for c in claimed]}
-        found = dict(self._transact(lambda tx: tx.execute(ledger.TRACES, ids).fetchall()))
+        found = dict(call(self.conn, ledger.TRACES, ids))
         return [replace(c, traceparent=found.get(c.id)) for c in claimed]
 
     def drain(self, limit: int = 1_000_000) -> int:
@@ -213,13 +211,8 @@ class Executor:
         return False
 
     def _submitting(self, c: Claimed) -> bool:
-        key = {"id": c.id, "claim": c.claim}
-
-        def submitting(tx: HandoffTx) -> bool:
-            row = tx.execute(*tx.by_tenant(ledger.SUBMITTING, ledger.SUBMITTING_FOR, key))
-            return bool(row.fetchone()[0])  # type: ignore[index]
-
-        ok = self._transact(submitting)
+        rows = self._call(ledger.SUBMITTING, ledger.SUBMITTING_FOR, {"id": c.id, "claim": c.claim})
+        ok = bool(rows[0][0])
         if not ok:
             self._count(c, "fenced")
         return ok
@@ -278,34 +271,40 @@ class Executor:
             reconciled=reconciled,
         )
 
+        record = self._record_params(
+            c,
+            state,
+            # After a lookup (this one, or one that found nothing and sent
+            # again), the earlier unknown outcome is settled.
+            reconciliation="reconciled" if reconciled or c.needs_lookup else None,
+            provider_ref=answer.reference,
+            outcome=answer.body,
+            error=error,
+            detail="found by a status lookup" if reconciled else None,
+        )
+        outcome_fn = effect.outcome_fn
+
         def work(tx: HandoffTx) -> bool:
-            if not self._record_in(
-                tx,
-                c,
-                state,
-                # After a lookup (this one, or one that found nothing and sent
-                # again), the earlier unknown outcome is settled.
-                reconciliation="reconciled" if reconciled or c.needs_lookup else None,
-                provider_ref=answer.reference,
-                outcome=answer.body,
-                error=error,
-                detail="found by a status lookup" if reconciled else None,
-            ):
+            row = tx.execute(*tx.by_tenant(ledger.RECORD, ledger.RECORD_FOR, record)).fetchone()
+            if not (row and row[0]):
                 return False
-            if effect.outcome_fn is not None:
-                rejected = len(tx.rejections)
-                traced = {"handoff.succeeded": answer.succeeded}
-                with tracing.span(f"outcome {c.effect}", attributes=traced) as span:
-                    if span is not None:
-                        tx.spans = tracing.emit_span
-                    effect.outcome_fn(outcome, tx)
-                if len(tx.rejections) > rejected:
-                    tx.rejections[rejected].raise_()
+            assert outcome_fn is not None
+            rejected = len(tx.rejections)
+            traced = {"handoff.succeeded": answer.succeeded}
+            with tracing.span(f"outcome {c.effect}", attributes=traced) as span:
+                if span is not None:
+                    tx.spans = tracing.emit_span
+                outcome_fn(outcome, tx)
+            if len(tx.rejections) > rejected:
+                tx.rejections[rejected].raise_()
             return True
 
         try:
-            # Inside the perform span: the outcome's emit continues the intent's trace.
-            recorded = self._transact(work, trace=tracing.current_traceparent())
+            if outcome_fn is None:  # the record alone: one statement
+                recorded = bool(self._call(ledger.RECORD, ledger.RECORD_FOR, record)[0][0])
+            else:
+                # Inside the perform span: the outcome's emit continues the intent's trace.
+                recorded = self._transact(work, trace=tracing.current_traceparent())
         except DatabaseUnavailable:
             raise
         except Exception as exc:
@@ -326,9 +325,8 @@ class Executor:
 
     # -- records -------------------------------------------------------------------
 
-    def _record_in(
-        self,
-        tx: HandoffTx,
+    @staticmethod
+    def _record_params(
         c: Claimed,
         state: str,
         *,
@@ -339,30 +337,32 @@ class Executor:
         retry_in_s: float = 0.0,
         lookup_failed: bool = False,
         detail: str | None = None,
-    ) -> bool:
-        row = tx.execute(
-            *tx.by_tenant(
-                ledger.RECORD,
-                ledger.RECORD_FOR,
-                {
-                    "id": c.id,
-                    "claim": c.claim,
-                    "state": state,
-                    "reconciliation": reconciliation,
-                    "provider_ref": provider_ref,
-                    "outcome": Jsonb(outcome) if outcome is not None else None,
-                    "error": error,
-                    "retry_in_s": retry_in_s,
-                    "lookup_failed": lookup_failed,
-                    "detail": detail or error,
-                },
-            )
-        ).fetchone()
-        return bool(row and row[0])
+    ) -> dict[str, Any]:
+        """effect_record's parameters (handoff/sql/effects.sql)."""
+        return {
+            "id": c.id,
+            "claim": c.claim,
+            "state": state,
+            "reconciliation": reconciliation,
+            "provider_ref": provider_ref,
+            "outcome": Jsonb(outcome) if outcome is not None else None,
+            "error": error,
+            "retry_in_s": retry_in_s,
+            "lookup_failed": lookup_failed,
+            "detail": detail or error,
+        }
 
     def _record(self, c: Claimed, state: str, **fields: Any) -> None:
-        if not self._transact(lambda tx: self._record_in(tx, c, state, **fields)):
+        record = self._record_params(c, state, **fields)
+        if not self._call(ledger.RECORD, ledger.RECORD_FOR, record)[0][0]:
             self._count(c, "fenced")
+
+    def _call(
+        self, plain: LiteralString, named: LiteralString, params: dict[str, Any]
+    ) -> list[tuple[Any, ...]]:
+        """One ledger function, a unit by itself (core/tx.py call), named for the tenant
+        when known: on Citus handed whole to the tenant's worker."""
+        return call(self.conn, *db.by_tenant(plain, named, params, self.tenant))
 
     def _transact(self, work: Callable[[HandoffTx], T], trace: str | None = None) -> T:
         return transact(self.conn, work, tenant=self.tenant, trace=trace)
@@ -490,7 +490,7 @@ class Executors:
         host = f"{socket.gethostname()}:{os.getpid()}"
         while not self._stop.is_set():
             try:
-                with connect(self.database_url, self.app) as conn:
+                with connect(self.database_url, self.app, autocommit=True) as conn:
                     self.database_down.ok()
                     executor = Executor(self.app, conn, self.config, worker=f"{host}/{index}")
                     while not self._stop.is_set():

@@ -410,3 +410,34 @@ def transact(
         # work's: the caller reconnects and takes the work again.
         raise_if_lost(conn, exc)
         raise
+
+
+def call(
+    conn: psycopg.Connection[Any],
+    query: LiteralString,
+    params: Any,
+    *,
+    policy: RetryPolicy = CONFLICTS,
+) -> list[tuple[Any, ...]]:
+    """One statement that is a whole unit (a SQL function that does all of it): its rows.
+
+    On an autocommit connection it is PostgreSQL's implicit transaction: one message, no
+    BEGIN or COMMIT of its own to send, and the statement prepared after a few calls. On
+    another connection, a unit as ``transact`` runs it. Retried whole on conflicts.
+    """
+    if not conn.autocommit:
+        return transact(conn, lambda tx: tx.execute(query, params).fetchall(), policy=policy)
+
+    def once() -> list[tuple[Any, ...]]:
+        if conn.broken or conn.closed:
+            raise DatabaseUnavailable("the database connection is gone; reconnect")
+        with translated():
+            return conn.execute(query, params).fetchall()
+
+    try:
+        return policy.run(once, retry_on=(TransientConflict,))
+    except DatabaseUnavailable:
+        raise
+    except Exception as exc:
+        raise_if_lost(conn, exc)
+        raise

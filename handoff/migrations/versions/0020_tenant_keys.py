@@ -19,7 +19,8 @@ _upgrade_sql, _downgrade_sql = sql_steps(__file__)
 def upgrade() -> None:
     _upgrade_sql()
     apply_family("consumers")
-    apply_family("effects")
+    apply_family("effects", revision)
+    apply_frozen("0026_effect_plans.before.sql")  # effect_record as of this day
     apply_frozen("0023_effects_by_tenant.before.sql")  # effect_claim as of this day
     apply_family("tracker")
     apply_frozen("0022_sample_by_tenant.before.sql")  # the fold and samples as of this day

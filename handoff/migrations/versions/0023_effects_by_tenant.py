@@ -15,7 +15,8 @@ _upgrade_sql, _downgrade_sql = sql_steps(__file__)
 
 
 def upgrade() -> None:
-    apply_family("effects")
+    apply_family("effects", revision)
+    apply_frozen("0026_effect_plans.before.sql")  # submitting and record as of this day
     apply_family("effects_by_tenant")
     _upgrade_sql()
 
