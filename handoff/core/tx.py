@@ -401,6 +401,11 @@ def transact(
                 tx.commit()
             return result
 
+    return _retried(conn, once, policy)
+
+
+def _retried(conn: psycopg.Connection[Any], once: Callable[[], T], policy: RetryPolicy) -> T:
+    """``once()`` until it commits, retried whole on conflicts."""
     try:
         return policy.run(once, retry_on=(TransientConflict,))
     except DatabaseUnavailable:
@@ -434,10 +439,4 @@ def call(
         with translated():
             return conn.execute(query, params).fetchall()
 
-    try:
-        return policy.run(once, retry_on=(TransientConflict,))
-    except DatabaseUnavailable:
-        raise
-    except Exception as exc:
-        raise_if_lost(conn, exc)
-        raise
+    return _retried(conn, once, policy)
