@@ -103,7 +103,6 @@ SECURITY DEFINER
 SET search_path = handoff, pg_temp
 SET enable_seqscan = off  -- since 0018_index_plans; why: consumer_begin in consumers.sql
 SET enable_sort = off  -- since 0026_effect_plans; why: the comment above the function
-SET plan_cache_mode = force_generic_plan  -- since 0026_effect_plans; why: effect_record
 AS $$
 DECLARE
     v services := _consumer();
@@ -190,7 +189,6 @@ LANGUAGE plpgsql
 SECURITY DEFINER
 SET search_path = handoff, pg_temp
 SET enable_seqscan = off  -- since 0018_index_plans; why: consumer_begin in consumers.sql
-SET plan_cache_mode = force_generic_plan  -- since 0026_effect_plans; why: effect_record
 AS $$
 DECLARE
     v services := _consumer();
@@ -225,13 +223,6 @@ $$;
 -- reached the provider: submit again). p_retry_in_s: when to try next;
 -- p_unresolved: give up asking and wait for a person (the owner). False when
 -- the claim was lost meanwhile (fenced out): nothing is recorded.
--- plan_cache_mode force_generic_plan (here, in effect_submitting and in effect_claim):
--- a custom plan sees the tenant's value, and a tenant the statistics have not met yet
--- (a new one, or a burst before autovacuum's next ANALYZE) is priced at one row, so
--- "tenant_id = X AND id = Y" went through any index that starts with the tenant and
--- walked its every intent (3,000 rows a call, in the five custom plans PL/pgSQL makes
--- before a generic one). The generic plan prices a tenant at the table's average,
--- which makes the key the cheaper way in.
 CREATE OR REPLACE FUNCTION handoff.effect_record(
     p_id bigint, p_claim integer, p_state text, p_reconciliation text, p_provider_ref text,
     p_outcome jsonb, p_error text, p_retry_in_s double precision, p_lookup_failed boolean,
@@ -241,7 +232,6 @@ LANGUAGE plpgsql
 SECURITY DEFINER
 SET search_path = handoff, pg_temp
 SET enable_seqscan = off  -- since 0018_index_plans; why: consumer_begin in consumers.sql
-SET plan_cache_mode = force_generic_plan  -- since 0026_effect_plans; why: above
 AS $$
 DECLARE
     v services := _consumer();

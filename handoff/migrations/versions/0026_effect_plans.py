@@ -1,4 +1,4 @@
-"""The executor's ledger calls keep index plans made on stale statistics: effect_claim
+"""The executor's ledger calls keep index plans when the statistics are stale: effect_claim
 runs with sorts priced out (SET enable_sort = off; both its queries have an index in
 their order), and effect_submitting and effect_record find the intent by its key alone
 and check its claim, owner and state on the row. A burst of intents, written before
