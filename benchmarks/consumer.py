@@ -8,7 +8,11 @@
   batch 1 once with one unit in flight and once with ``--concurrency``
   lanes (units of different documents overlapping, each its own transaction);
 - pgbench: one client running a one-INSERT transaction on the same server,
-  the floor a batch-1 consumer (one transaction per event) is compared with;
+  the floor a batch-1 consumer (one transaction per event) is compared with,
+  and one running the guarded one-event unit (the database's share of batch 1);
+- a Python client: the same guarded unit sent by psycopg as the consumer sends
+  its unit (one message, values bound in its text), no Kafka, no decoding: what
+  is left of pgbench's rate once the client is Python; batch 1 sits between;
 - hop: creates paced at a steady rate with a relay and a consumer running;
   the consumer hands each document on; latency = its unit's commit minus
   the event's ``occurredAt`` (the emit's transaction), taken apart by
@@ -22,6 +26,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import random
 import subprocess
 import sys
 import tempfile
@@ -38,6 +43,7 @@ import psycopg
 from confluent_kafka import Consumer
 from confluent_kafka.schema_registry import SchemaRegistryClient
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
+from psycopg.types.json import Jsonb
 
 from benchmarks import hop, pgbench, topics
 from benchmarks.consumer_app import EFFECTS_DDL
@@ -72,6 +78,14 @@ COMMIT;
 \\endpipeline
 """
 
+# The same unit for the Python client, one message as the consumer's wire sends it
+# (core/wire.py): BEGIN, the statements with their values bound, COMMIT.
+PY_GUARD = "SELECT verdict FROM handoff.consumer_begin(%s, ARRAY['created'], NULL, false)"
+PY_EFFECT = (
+    "INSERT INTO handoff_bench.effects (tenant_id, consumer, event_id, occurred_at)"
+    " VALUES (%s, 'bench-py', %s, now())"
+)
+
 CREATE_MANY = """
 SELECT count(handoff.emit_direct('create', %(prefix)s || 'e-' || g, 'created',
                                  %(prefix)s || 'doc-' || g, NULL, NULL,
@@ -102,6 +116,7 @@ class ConsumerResult:
     guarded_tps: float
     guarded_p50_ms: float
     guarded_p99_ms: float
+    python_tps: float
     hop: hop.HopRun
 
 
@@ -248,6 +263,29 @@ class Bench:
         finally:
             Path(script.name).unlink()
 
+    def python_guarded(self, seconds: float, documents: int) -> float:
+        """pgbench_guarded's unit from a Python client, as the service bench-pg; units/s."""
+        done = 0
+        with psycopg.connect(self.as_service("bench-pg"), autocommit=True) as conn:
+            cur = psycopg.ClientCursor(conn)
+            began = time.perf_counter()
+            deadline = began + seconds
+            while time.perf_counter() < deadline:
+                document = f"t-doc-{random.randint(1, documents)}"
+                event = [{"eventId": uuid.uuid4().hex, "fingerprint": "00",
+                          "documentId": document, "runId": 1, "version": 1}]  # fmt: skip
+                text = "; ".join((
+                    "BEGIN",
+                    cur.mogrify(PY_GUARD, (Jsonb(event),)),
+                    cur.mogrify(PY_EFFECT, (self.tenant, document)),
+                    "COMMIT",
+                ))  # fmt: skip
+                cur.execute(text.encode())
+                while cur.nextset():
+                    pass
+                done += 1
+            return done / (time.perf_counter() - began)
+
     def pgbench_guarded(self, seconds: int, documents: int) -> pgbench.PgbenchResult:
         """The guarded one-event unit driven by pgbench, as the service bench-pg."""
         with tempfile.NamedTemporaryFile("w", suffix=".sql", delete=False) as script:
@@ -289,6 +327,8 @@ def run(
         insert = bench.pgbench_insert(max(int(seconds), 1))
         progress("  pgbench, the guarded one-event unit, one client…")
         guarded = bench.pgbench_guarded(max(int(seconds), 1), events)
+        progress("  the same unit from a Python client (psycopg), one connection…")
+        python_tps = bench.python_guarded(max(seconds, 1.0), events)
         progress(f"  hop latency at {rate:,.0f} handoffs/s for {seconds:.0f} s…")
         hopped = hop.measure(bench, rate, seconds, stack_pids)
     finally:
@@ -296,6 +336,6 @@ def run(
         bench.clean()
     return ConsumerResult(
         bare, batched, single, lanes, LANES, batch_size, insert.tps, insert.p50_ms, insert.p99_ms,
-        guarded.tps, guarded.p50_ms, guarded.p99_ms,
+        guarded.tps, guarded.p50_ms, guarded.p99_ms, python_tps,
         hopped,
     )  # fmt: skip

@@ -40,7 +40,8 @@ def test_the_consumer_benchmark_runs_every_part_and_cleans_up(
         consumer.Bench.prepare = original  # type: ignore[method-assign]
     assert result.batched.events == result.single.events == result.lanes.events == 300
     for rate in (result.bare.per_s, result.batched.per_s, result.single.per_s,
-                 result.lanes.per_s, result.pgbench_tps, result.guarded_tps):  # fmt: skip
+                 result.lanes.per_s, result.pgbench_tps, result.guarded_tps,
+                 result.python_tps):  # fmt: skip
         assert rate > 0 and math.isfinite(rate)
     assert result.hop.handoffs > 0 and 0 < result.hop.p50_ms <= result.hop.p99_ms
     _check_breakdown(result.hop)
