@@ -8,8 +8,23 @@ from typing import Any
 from psycopg.adapt import Dumper
 from psycopg.postgres import adapters as postgres
 
-# The relay's session: custom plans, so that the in-flight id array of
-# FETCH_PENDING is a constant PostgreSQL can hash; and the wake-up channel.
+# The relay's session, and the wake-up channel.
+#
+# One server: the fetch is a generic plan, made once (psycopg prepares a
+# statement at its fifth run) and seq scans priced out. Planned anew on every
+# fetch, as it was with force_custom_plan, its planning took more than its
+# run (0.9 of 1.7 ms, EXPLAIN ANALYZE), and in a hop run at 100 handoffs/s
+# the relay's backend was the busiest process on the machine (0.31 core, the
+# next one 0.19). A generic plan does not know how few rows pass "id > $1"
+# and guesses a third: it then scans the whole outbox (published rows stay
+# for their retention window) and sorts it; without seq scans it is the
+# primary key's range scan at any size (as for the per-event functions,
+# 0018_index_plans). Every relay statement is a keyed lookup or a range.
+# The ids left out are a hashed subplan, which a generic plan keeps
+# (FETCH_PENDING).
+#
+# On Citus every statement is planned with its values, by which Citus routes
+# it (it refused generic plans of the effect functions, 0026_effect_plans).
 #
 # Asynchronous commits: everything the relay writes (published marks, parks,
 # the wake-up flag, purges) may be lost in a crash of PostgreSQL itself
@@ -19,7 +34,11 @@ from psycopg.postgres import adapters as postgres
 # mark too and the rows go out again in their order. In return the database
 # thread does not wait for a WAL flush (or a synchronous standby) after every
 # batch before it fetches the next.
-SESSION_SETUP = "SET plan_cache_mode = force_custom_plan; SET synchronous_commit = off"
+SESSION_SETUP = (
+    "SET plan_cache_mode = force_generic_plan; SET enable_seqscan = off;"
+    " SET synchronous_commit = off"
+)
+CITUS_SESSION_SETUP = "SET plan_cache_mode = force_custom_plan; SET synchronous_commit = off"
 LISTEN = "LISTEN handoff_outbox"
 # On Citus the relay marks rows instead of moving bounds (the statements at the end).
 # The wake-up flag of one Citus worker, made as on the coordinator (0001_contract);
@@ -65,9 +84,11 @@ SELECT objid::int FROM pg_locks
 # Oldest first: within one document, id order is version order. Rows of
 # owned slots above their slot's bound (%(bounds)s, indexed by slot + 1; a
 # slot the relay does not own has the largest bigint), leaving out those
-# already fetched and not yet below the bound (%(seen)s). With custom plans
-# (see the relay's session) the arrays are constants, and PostgreSQL hashes
-# "<> ALL" instead of comparing every row with every id.
+# already fetched and not yet below the bound (%(seen)s). Those are "NOT IN
+# (SELECT unnest(...))", a subplan PostgreSQL hashes once per fetch: "<> ALL"
+# of an array parameter compares every row with every id in a generic plan
+# (251 against 45 ms a fetch with 20,000 ids left out, measured), and the ids
+# are many while an open transaction holds the bound.
 #
 # A row of a document that has an earlier parked row comes with that row's id
 # (held_behind): the relay parks it too, so that the slot's bound can pass it.
@@ -110,7 +131,7 @@ SELECT s.xmin, s.xmax + ((d.next32 - s.xmax) %% 4294967296 + 4294967296) %% 4294
         WHERE o.id > %(after)s
           AND o.id > (%(bounds)s::bigint[])[o.slot + 1]
           AND o.parked_at IS NULL
-          AND o.id <> ALL(%(seen)s::bigint[])
+          AND o.id NOT IN (SELECT unnest(%(seen)s::bigint[]))
         ORDER BY o.id
         LIMIT %(limit)s) AS f ON true
  ORDER BY f.id
@@ -203,8 +224,9 @@ class IdArray(str):
     Why: the fetch excludes the ids fetched above the bound (a few batches)
     and sends 256 slot bounds, and psycopg's list dumper walks such lists in
     Python on every fetch. Each batch's ids are joined once, when it is
-    fetched; typed as bigint[] (not text cast in SQL), the parameter stays a
-    constant that PostgreSQL hashes.
+    fetched; typed as bigint[] (not text cast in SQL), the parameter is an
+    array PostgreSQL hashes (in the fetch's subplan on one server; on Citus,
+    as the constant of a custom plan).
     """
 
     @classmethod

@@ -210,7 +210,7 @@ class Relay:
         set_json_loads(orjson.loads, conn)  # payload decoding is on the hot path
         conn.adapters.register_dumper(IdArray, IdArrayDumper)
         self.on_citus = db.on_citus(conn)
-        conn.execute(q.SESSION_SETUP)
+        conn.execute(q.CITUS_SESSION_SETUP if self.on_citus else q.SESSION_SETUP)
         conn.execute(q.LISTEN)
         batches: queue.Queue[Batch | None] = queue.Queue()
         results: queue.Queue[Published] = queue.Queue()
