@@ -49,9 +49,11 @@ from benchmarks import hop, pgbench, topics
 from benchmarks.consumer_app import EFFECTS_DDL
 from benchmarks.stats import peak_rss
 from benchmarks.tenants import remove_tenant
+from handoff.core import guards_sql as guards
 from handoff.core.identity import Credential
 from handoff.core.services import add_service
 from handoff.core.settings import HandoffSettings
+from handoff.core.wire import Wire
 
 Progress = Callable[[str], None]
 SERVICES = ("creator", "bench-batched", "bench-single", "bench-lanes", "bench-hop", "bench-next",
@@ -78,9 +80,7 @@ COMMIT;
 \\endpipeline
 """
 
-# The same unit for the Python client, one message as the consumer's wire sends it
-# (core/wire.py): BEGIN, the statements with their values bound, COMMIT.
-PY_GUARD = "SELECT verdict FROM handoff.consumer_begin(%s, ARRAY['created'], NULL, false)"
+# The same unit's effect row for the Python client (its guard is guards.VERDICTS).
 PY_EFFECT = (
     "INSERT INTO handoff_bench.effects (tenant_id, consumer, event_id, occurred_at)"
     " VALUES (%s, 'bench-py', %s, now())"
@@ -264,25 +264,24 @@ class Bench:
             Path(script.name).unlink()
 
     def python_guarded(self, seconds: float, documents: int) -> float:
-        """pgbench_guarded's unit from a Python client, as the service bench-pg; units/s."""
+        """pgbench_guarded's unit from a Python client, as the service bench-pg; units/s.
+
+        Sent by the consumer's own wire (core/wire.py): BEGIN, the guard, the
+        effect row and COMMIT in one message, the values bound by the client.
+        """
         done = 0
         with psycopg.connect(self.as_service("bench-pg"), autocommit=True) as conn:
-            cur = psycopg.ClientCursor(conn)
             began = time.perf_counter()
             deadline = began + seconds
             while time.perf_counter() < deadline:
                 document = f"t-doc-{random.randint(1, documents)}"
-                event = [{"eventId": uuid.uuid4().hex, "fingerprint": "00",
-                          "documentId": document, "runId": 1, "version": 1}]  # fmt: skip
-                text = "; ".join((
-                    "BEGIN",
-                    cur.mogrify(PY_GUARD, (Jsonb(event),)),
-                    cur.mogrify(PY_EFFECT, (self.tenant, document)),
-                    "COMMIT",
-                ))  # fmt: skip
-                cur.execute(text.encode())
-                while cur.nextset():
-                    pass
+                event = {"eventId": uuid.uuid4().hex, "fingerprint": "00",
+                         "documentId": document, "runId": 1, "version": 1}  # fmt: skip
+                wire = Wire(conn)
+                wire.write(guards.VERDICTS, {"events": Jsonb([event]), "types": ["created"],
+                                             "owner": None, "reconcile": False})  # fmt: skip
+                wire.write(PY_EFFECT, (self.tenant, document))
+                wire.commit()
                 done += 1
             return done / (time.perf_counter() - began)
 
