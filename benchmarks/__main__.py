@@ -8,6 +8,7 @@ import time
 import uuid
 from dataclasses import asdict
 
+import psutil
 from rich.console import Console
 
 from benchmarks import (
@@ -389,14 +390,14 @@ def bench_consumer(events: int, batch_size: int, rate: float, seconds: float) ->
         ["bare confluent-kafka consume + decode", r.bare.per_s, "1.00x", "", "no effect, no guard"],
         [f"handoff consume, batch {r.batch_size}", r.batched.per_s,
          f"{r.batched.per_s / r.bare.per_s:.2f}x", f"{r.batched.rss_mb:.0f}",
-         f"target >= 25,000/s; {r.batched.events:,} events"],
+         f"target >= 25,000/s; {r.batched.events:,} events; {_cpu_note(r.batched)}"],
         ["handoff consume, batch 1", r.single.per_s, f"{r.single.per_s / r.bare.per_s:.2f}x",
          f"{r.single.rss_mb:.0f}",
          f"{r.single.per_s / r.guarded_tps:.2f}x the guarded unit (target >= 0.9x), "
-         f"{r.single.per_s / r.python_tps:.2f}x its Python client"],
+         f"{r.single.per_s / r.python_tps:.2f}x its Python client; {_cpu_note(r.single)}"],
         [f"handoff consume, batch 1, {r.concurrency} lanes", r.lanes.per_s,
          f"{r.lanes.per_s / r.bare.per_s:.2f}x", f"{r.lanes.rss_mb:.0f}",
-         f"{r.lanes.per_s / r.guarded_tps:.2f}x the guarded unit"],
+         f"{r.lanes.per_s / r.guarded_tps:.2f}x the guarded unit; {_cpu_note(r.lanes)}"],
         ["pgbench one-INSERT transaction, 1 client", r.pgbench_tps, "", "",
          f"p50 {r.pgbench_p50_ms:.2f} ms, p99 {r.pgbench_p99_ms:.2f} ms"],
         ["pgbench, the guarded one-event unit (guard + one INSERT), 1 client", r.guarded_tps,
@@ -411,6 +412,16 @@ def bench_consumer(events: int, batch_size: int, rate: float, seconds: float) ->
          "target p99 <= 50 ms, p50 <= 15 ms; segments: bench hop)"],
     ]  # fmt: skip
     return markdown_table(["what", "events/s", "vs bare", "peak RSS MB", "notes"], rows)
+
+
+def _cpu_note(run: consumer.Run) -> str:
+    """CPU-ms per event by part, and the rate the machine's cores allow at that cost."""
+    parts = ", ".join(f"{part} {ms:.3f}" for part, ms in run.cpu_ms.items()
+                      if part not in ("machine", "sum of parts", "registry"))  # fmt: skip
+    machine = run.cpu_ms.get("machine", 0.0)
+    cores = psutil.cpu_count() or 1
+    ceiling = f"{cores * 1000 / machine:,.0f}/s" if machine > 0 else "n/a"
+    return f"CPU-ms per event: {parts}, machine {machine:.3f} (at most {ceiling} on {cores} cores)"
 
 
 def bench_hop(rate: float, seconds: float, runs: int, lanes: int) -> str:

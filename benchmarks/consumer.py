@@ -33,7 +33,7 @@ import tempfile
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -47,7 +47,6 @@ from psycopg.types.json import Jsonb
 
 from benchmarks import hop, pgbench, topics
 from benchmarks.consumer_app import EFFECTS_DDL
-from benchmarks.stats import peak_rss
 from benchmarks.tenants import remove_tenant
 from handoff.core import guards_sql as guards
 from handoff.core.identity import Credential
@@ -86,6 +85,8 @@ PY_EFFECT = (
     " VALUES (%s, 'bench-py', %s, now())"
 )
 
+APPLIED = "SELECT count(*) FROM handoff_bench.effects WHERE tenant_id = %s AND consumer = %s"
+
 CREATE_MANY = """
 SELECT count(handoff.emit_direct('create', %(prefix)s || 'e-' || g, 'created',
                                  %(prefix)s || 'doc-' || g, NULL, NULL,
@@ -100,6 +101,9 @@ class Run:
     events: int
     per_s: float
     rss_mb: float
+    # CPU-ms per event by part (the consumer, the stack's parts, "machine"), over the
+    # window from its first effect to its last: start-up and the idle exit left out
+    cpu_ms: dict[str, float] = field(default_factory=dict)
 
 
 @dataclass
@@ -218,9 +222,16 @@ class Bench:
         return Run(seen, seen / elapsed, psutil.Process().memory_info().rss / 1e6)
 
     def guarded(
-        self, name: str, topic: str, events: int, batch_size: int, concurrency: int = 1
-    ) -> Run:
-        """``handoff consume`` until it has applied every event; rate from its effects."""
+        self, name: str, topic: str, events: int, batch_size: int, concurrency: int = 1,
+        pids: dict[str, int | None] | None = None,
+    ) -> Run:  # fmt: skip
+        """``handoff consume`` until it has applied every event; rate from its effects.
+
+        The CPU each part spends (``pids``: the stack's processes) is read over
+        the window from the first effect to the last, so that neither the
+        consumer's start-up (its imports are seconds of CPU) nor its idle exit
+        counts against the events.
+        """
         log_path = self.logs() / f"bench-consumer-{name}.log"
         with log_path.open("wb") as log:
             proc = subprocess.Popen(
@@ -232,10 +243,23 @@ class Bench:
                 stdout=subprocess.DEVNULL,
                 stderr=log,
             )  # fmt: skip
-        peak = peak_rss(proc, 0.2) / 1e6
-        if proc.returncode != 0:
-            raise RuntimeError(f"consumer exited {proc.returncode}; see {log_path}")
-        with psycopg.connect(self.settings.database_url) as conn:
+        meter = hop.CpuMeter({**(pids or {}), "consumer": proc.pid})
+        with psycopg.connect(self.settings.database_url, autocommit=True) as conn:
+
+            def applied() -> int:
+                row = conn.execute(APPLIED, (self.tenant, name)).fetchone()
+                return int(row[0]) if row else 0
+
+            while proc.poll() is None and not applied():
+                time.sleep(0.05)
+            first = applied()
+            meter.start()
+            while proc.poll() is None and applied() < events:
+                time.sleep(0.2)
+            cpu = meter.per(applied() - first)
+            proc.wait()
+            if proc.returncode != 0:
+                raise RuntimeError(f"consumer exited {proc.returncode}; see {log_path}")
             row = conn.execute(
                 "SELECT count(*), extract(epoch FROM max(done_at) - min(done_at))"
                 "  FROM handoff_bench.effects WHERE tenant_id = %s AND consumer = %s",
@@ -245,7 +269,9 @@ class Bench:
         count, span = int(row[0]), float(row[1] or 0)
         if count != events:
             raise RuntimeError(f"{name} applied {count} of {events} events")
-        return Run(count, (count - 1) / span if span else float("nan"), peak)
+        cpu.pop("pacer", None)  # the benchmark's own polling, not the consumer's work
+        return Run(count, (count - 1) / span if span else float("nan"),
+                   meter.peak_rss_mb["consumer"], cpu)  # fmt: skip
 
     def pgbench_insert(self, seconds: int) -> pgbench.PgbenchResult:
         with psycopg.connect(self.settings.database_url, autocommit=True) as conn:
@@ -317,11 +343,11 @@ def run(
         progress("  bare consume-and-decode loop…")
         bare = bench.bare(topic, events)
         progress(f"  handoff consume, batch {batch_size}…")
-        batched = bench.guarded("bench-batched", topic, events, batch_size)
+        batched = bench.guarded("bench-batched", topic, events, batch_size, pids=stack_pids)
         progress("  handoff consume, batch 1…")
-        single = bench.guarded("bench-single", topic, events, 1)
+        single = bench.guarded("bench-single", topic, events, 1, pids=stack_pids)
         progress(f"  handoff consume, batch 1, {LANES} lanes…")
-        lanes = bench.guarded("bench-lanes", topic, events, 1, LANES)
+        lanes = bench.guarded("bench-lanes", topic, events, 1, LANES, pids=stack_pids)
         progress("  pgbench, one-INSERT transaction, one client…")
         insert = bench.pgbench_insert(max(int(seconds), 1))
         progress("  pgbench, the guarded one-event unit, one client…")

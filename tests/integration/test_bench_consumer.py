@@ -43,6 +43,12 @@ def test_the_consumer_benchmark_runs_every_part_and_cleans_up(
                  result.lanes.per_s, result.pgbench_tps, result.guarded_tps,
                  result.python_tps):  # fmt: skip
         assert rate > 0 and math.isfinite(rate)
+    # Batch 1's window (300 units, each a round trip) is long enough for every part to
+    # use measurable CPU; the batched window may be a few ticks, so only present and sane.
+    for part in ("consumer", "postgres", "machine"):
+        assert result.single.cpu_ms[part] > 0, part
+        assert math.isfinite(result.batched.cpu_ms[part]) and result.batched.cpu_ms[part] >= 0
+    assert "pacer" not in result.single.cpu_ms
     assert result.hop.handoffs > 0 and 0 < result.hop.p50_ms <= result.hop.p99_ms
     _check_breakdown(result.hop)
     assert any("removing" in line for line in seen)
