@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import gc
 import logging
+import math
 import os
 import threading
 import time
@@ -63,7 +64,11 @@ log = logging.getLogger("handoff.consumers")
 
 # Batches a poll takes when batched (not fewer than the prefetch): with one,
 # there would be nothing to decode while a unit runs (Runtime._batches).
+# Only once units are measured to be quick: a poll's work must stay well
+# inside Kafka's max.poll.interval.ms (300 s), and four batches of a slow
+# handler would not; until then, and whenever they are slow, a poll takes one.
 AHEAD = 4
+AHEAD_BUDGET_S = 30.0
 
 
 def _headers(msg: Message) -> dict[str, str]:
@@ -170,6 +175,7 @@ class Runtime:
         self._lanes: list[Processor] = []
         self._pool: ThreadPoolExecutor | None = None  # the lanes
         self._decoding: ThreadPoolExecutor | None = None  # batches decoded ahead (_batches)
+        self._event_s = math.inf  # a batched unit's seconds per event, smoothed (_poll)
         self._processed = 0
 
     # -- connections -----------------------------------------------------------------
@@ -395,13 +401,23 @@ class Runtime:
                 if self._decoding is not None and n + 1 < len(chunks) and screened[n + 1]:
                     ahead = self._decoding.submit(self._decode, screened[n + 1], decoder)
                 # self.processor is looked up on each try: a reconnect replaces it.
+                started = time.monotonic()
                 if items and not self._guarded(partial(self._run_batch, items)):
                     return False
+                if items:
+                    self._unit_took(time.monotonic() - started, len(items))
                 self._done(consumer, chunk, units=bool(items))
         finally:
             if ahead is not None:
                 ahead.exception()  # the decoder is not left in use when the process closes it
         return True
+
+    def _unit_took(self, seconds: float, events: int) -> None:
+        per_event = seconds / events
+        if math.isinf(self._event_s):
+            self._event_s = per_event
+        else:
+            self._event_s += 0.2 * (per_event - self._event_s)
 
     def _done(self, consumer: KafkaConsumer, msgs: list[Message], *, units: bool) -> None:
         """``msgs`` are through (their ``units`` committed): their offsets stored."""
@@ -419,8 +435,9 @@ class Runtime:
         latency no one asked for. Batches still fill up under load.
         """
         size = max(self.config.batch_size, self.config.prefetch)
-        if self._decoding is not None:  # batches to decode while the one before runs
-            size = max(size, self.config.batch_size * AHEAD)
+        ahead = self.config.batch_size * AHEAD  # batches to decode while the one before runs
+        if self._decoding is not None and self._event_s * ahead <= AHEAD_BUDGET_S:
+            size = max(size, ahead)
         msgs = consumer.consume(size, 0)
         if not msgs:
             msgs = consumer.consume(1, self.config.poll_timeout_s)

@@ -69,10 +69,10 @@ class ConsumerSettings(BaseSettings):
             ge=1,
             le=10_000,
             description="Messages taken from Kafka at once (at least a batch; batched in one "
-            "lane, four batches, so that one is decoded while another's unit runs), then "
-            "handled batch by batch: at batch 1 a poll per event would cost more than the "
-            "event. Keep that many x the slowest event under Kafka's max.poll.interval.ms "
-            "(300 s).",
+            "lane and with units that quick, four batches, so that one is decoded while "
+            "another's unit runs), then handled batch by batch: at batch 1 a poll per event "
+            "would cost more than the event. Keep prefetch x the slowest event under "
+            "Kafka's max.poll.interval.ms (300 s).",
         ),
     ] = 200
     metrics_interval_s: Annotated[

@@ -11,6 +11,7 @@ from __future__ import annotations
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 from typing import Any, cast
 
 from confluent_kafka import TIMESTAMP_CREATE_TIME
@@ -18,7 +19,7 @@ from confluent_kafka import TIMESTAMP_CREATE_TIME
 from handoff.consumers import Consumer
 from handoff.consumers.decoding import Decoder
 from handoff.consumers.event import Position
-from handoff.consumers.runtime import Runtime, screen
+from handoff.consumers.runtime import AHEAD, Runtime, screen
 from handoff.consumers.settings import ConsumerSettings
 from handoff.consumers.units import Item
 from handoff.core.errors import MalformedEvent
@@ -164,4 +165,34 @@ def test_fake_decoder_batches_the_header_filter_leaves_empty_still_store_their_o
     assert [offsets for offsets, _, _ in units] == [[5, 6, 7, 8, 9]]
     assert kafka.stored == [5, 10]
     assert sorted(decoder.decoded) == [5, 6, 7, 8, 9]
+    runtime._decoding.shutdown()  # type: ignore[union-attr]
+
+
+class FakePollingKafka:
+    """Answers ``consume`` with as many messages as asked for, recording the sizes."""
+
+    def __init__(self) -> None:
+        self.asked: list[int] = []
+        self.offset = 0
+
+    def consume(self, size: int, timeout: float) -> list[Any]:
+        self.asked.append(size)
+        msgs = [FakeMessage(n) for n in range(self.offset, self.offset + size)]
+        self.offset += size
+        return msgs
+
+
+def test_fake_kafka_a_poll_takes_four_batches_only_once_units_are_measured_quick() -> None:
+    runtime, _ = _runtime(batch_size=100)
+    kafka = FakePollingKafka()
+    poll = partial(runtime._poll, cast(Any, kafka))
+    prefetch = runtime.config.prefetch
+    assert len(poll()) == max(100, prefetch)  # nothing measured yet: as before
+    runtime._unit_took(0.05, 100)  # 0.5 ms an event: four batches take 0.2 s
+    assert len(poll()) == 100 * AHEAD
+    # Handlers grow slow: four batches would near max.poll.interval.ms, so one again.
+    for _ in range(30):
+        runtime._unit_took(10.0, 100)
+    assert len(poll()) == max(100, prefetch)
+    assert kafka.asked == [max(100, prefetch), 100 * AHEAD, max(100, prefetch)]
     runtime._decoding.shutdown()  # type: ignore[union-attr]
