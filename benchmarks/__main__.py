@@ -417,7 +417,7 @@ def bench_consumer(events: int, batch_size: int, rate: float, seconds: float) ->
 def _cpu_note(run: consumer.Run) -> str:
     """CPU-ms per event by part, and the rate the machine's cores allow at that cost."""
     parts = ", ".join(f"{part} {ms:.3f}" for part, ms in run.cpu_ms.items()
-                      if part not in ("machine", "sum of parts", "registry"))  # fmt: skip
+                      if part not in ("machine", "sum of parts"))  # fmt: skip
     machine = run.cpu_ms.get("machine", 0.0)
     cores = psutil.cpu_count() or 1
     ceiling = f"{cores * 1000 / machine:,.0f}/s" if machine > 0 else "n/a"

@@ -34,6 +34,7 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -245,11 +246,7 @@ class Bench:
             )  # fmt: skip
         meter = hop.CpuMeter({**(pids or {}), "consumer": proc.pid})
         with psycopg.connect(self.settings.database_url, autocommit=True) as conn:
-
-            def applied() -> int:
-                row = conn.execute(APPLIED, (self.tenant, name)).fetchone()
-                return int(row[0]) if row else 0
-
+            applied = partial(self.applied, conn, name)
             while proc.poll() is None and not applied():
                 time.sleep(0.05)
             first = applied()
@@ -272,6 +269,11 @@ class Bench:
         cpu.pop("pacer", None)  # the benchmark's own polling, not the consumer's work
         return Run(count, (count - 1) / span if span else float("nan"),
                    meter.peak_rss_mb["consumer"], cpu)  # fmt: skip
+
+    def applied(self, conn: psycopg.Connection[Any], consumer: str) -> int:
+        """The effects ``consumer`` has committed so far in this benchmark's tenant."""
+        row = conn.execute(APPLIED, (self.tenant, consumer)).fetchone()
+        return int(row[0]) if row else 0
 
     def pgbench_insert(self, seconds: int) -> pgbench.PgbenchResult:
         with psycopg.connect(self.settings.database_url, autocommit=True) as conn:

@@ -33,6 +33,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -278,14 +279,7 @@ def measure(
     meter = CpuMeter({**stack_pids, "relay": relay.pid, "consumer": hop.pid})
     try:
         with psycopg.connect(bench.settings.database_url, autocommit=True) as conn:
-
-            def applied() -> int:
-                row = conn.execute(
-                    "SELECT count(*) FROM handoff_bench.effects"
-                    " WHERE tenant_id = %s AND consumer = 'bench-hop'",
-                    (bench.tenant,),
-                ).fetchone()
-                return int(row[0]) if row else 0
+            applied = partial(bench.applied, conn, "bench-hop")
 
             # One handoff through the whole path first: the relay has its
             # slots and the consumer its partitions (a group's first join

@@ -400,11 +400,11 @@ class Runtime:
                 ahead = None
                 if self._decoding is not None and n + 1 < len(chunks) and screened[n + 1]:
                     ahead = self._decoding.submit(self._decode, screened[n + 1], decoder)
-                # self.processor is looked up on each try: a reconnect replaces it.
-                started = time.monotonic()
-                if items and not self._guarded(partial(self._run_batch, items)):
-                    return False
                 if items:
+                    started = time.monotonic()
+                    # self.processor is looked up on each try: a reconnect replaces it.
+                    if not self._guarded(partial(self._run_batch, items)):
+                        return False
                     self._unit_took(time.monotonic() - started, len(items))
                 self._done(consumer, chunk, units=bool(items))
         finally:
