@@ -29,6 +29,7 @@ def upgrade() -> None:
     # "below" (_consumer is in consumers.sql); every other definition is as it was.
     apply_family("contract", revision)
     apply_frozen(CONTRACT_FROZEN)  # _replay as of this day
+    apply_frozen("0027_emit_counts.before.sql")  # no _counts yet
     # Frozen as of this revision's day: what 0017 changed as it was, and not yet
     # 0017's new function.
     op.execute((VERSIONS / "0017_hot_path.before.sql").read_text())

@@ -26,6 +26,7 @@ _upgrade_sql, _downgrade_sql = sql_steps(__file__)
 def upgrade() -> None:
     apply_family("contract", revision)
     apply_frozen(CONTRACT_FROZEN)  # _replay as of this day
+    apply_frozen("0027_emit_counts.before.sql")  # _count and _emit_contract as of this day
     _upgrade_sql()  # the grant, the deadline trigger
 
 

@@ -15,7 +15,11 @@ FAMILIES = ("consumers", "contract", "effects")
 
 
 # What 0020 changed in the families this revision applies, as this revision has it.
-FROZEN = ("0020_tenant_keys.before.sql", "0020_tenant_keys.contract.before.sql")
+FROZEN = (
+    "0020_tenant_keys.before.sql",
+    "0020_tenant_keys.contract.before.sql",
+    "0027_emit_counts.before.sql",
+)
 
 
 def upgrade() -> None:

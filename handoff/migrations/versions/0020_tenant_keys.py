@@ -25,6 +25,7 @@ def upgrade() -> None:
     apply_family("tracker")
     apply_frozen("0022_sample_by_tenant.before.sql")  # the fold and samples as of this day
     apply_family("contract")
+    apply_frozen("0027_emit_counts.before.sql")  # _count and _emit_contract as of this day
 
 
 def downgrade() -> None:

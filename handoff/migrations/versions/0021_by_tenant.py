@@ -5,7 +5,7 @@ each call is handed whole to the worker that holds the tenant, inside a unit too
 checks an unknown next owner in two statements (one only routed by its tenant).
 """
 
-from handoff.migrations.helpers import apply_family, sql_steps
+from handoff.migrations.helpers import apply_family, apply_frozen, sql_steps
 
 revision = "0021_by_tenant"
 down_revision = "0020_tenant_keys"
@@ -17,6 +17,7 @@ def upgrade() -> None:
     # The contract's _emit as of this revision; 0020 applies the same file, so a
     # downgrade leaves it (the two statements behave as the one did).
     apply_family("contract")
+    apply_frozen("0027_emit_counts.before.sql")  # _count and _emit_contract as of this day
     apply_family("by_tenant")
     _upgrade_sql()
 

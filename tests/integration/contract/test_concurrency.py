@@ -307,17 +307,19 @@ def test_a_count_goes_to_a_free_shard_instead_of_waiting(
     """A long transaction (a consumer's unit) holding its shard's row does not make another
     count of the same owner wait: that one takes the next free shard. Only with every shard
     taken does it wait, on its own."""
-    count = "SELECT handoff._count(%s, 'x', 3::smallint, %s)"
+    # +1: a first assignment to x; -1: x's assignment completed.
+    gain = "SELECT handoff._counts(%s, NULL, 'x', 3::smallint)"
+    loss = "SELECT handoff._counts(%s, 'x', NULL, 3::smallint)"
     with (
         psycopg.connect(migrated.database_url) as unit,
         psycopg.connect(migrated.database_url) as emit,
     ):
-        unit.execute(count, (tenant, 1))  # uncommitted: shard 3's lock and row are held
+        unit.execute(gain, (tenant,))  # uncommitted: shard 3's lock and row are held
         # SET LOCAL: on Citus it reaches the worker that holds the row (the stack's
         # citus.propagate_set_commands), where a wait for it happens.
         emit.execute("SET LOCAL lock_timeout = '2s'")
-        emit.execute(count, (tenant, 1))  # would wait for the unit's commit on shard 3
-        emit.execute(count, (tenant, 1))  # the same transaction keeps its shard
+        emit.execute(gain, (tenant,))  # would wait for the unit's commit on shard 3
+        emit.execute(gain, (tenant,))  # the same transaction keeps its shard
         emit.commit()
         assert _shards(admin, tenant) == {4: 2}
         unit.commit()
@@ -327,10 +329,31 @@ def test_a_count_goes_to_a_free_shard_instead_of_waiting(
         for shard in range(16):  # every shard's lock taken by one transaction
             unit.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, %s))",
                          (key, 1000 + shard))  # fmt: skip
-        unit.execute(count, (tenant, 1))  # and shard 3's row (its re-entrant lock)
+        unit.execute(gain, (tenant,))  # and shard 3's row (its re-entrant lock)
         emit.execute("SET LOCAL lock_timeout = '300ms'")
         with pytest.raises(psycopg.errors.LockNotAvailable):
-            emit.execute(count, (tenant, -1))  # waits on its own shard's row
+            emit.execute(loss, (tenant,))  # waits on its own shard's row
         emit.rollback()
         unit.commit()
     assert _shards(admin, tenant) == {3: 2, 4: 2}
+
+
+def test_a_handoff_moves_its_count_between_two_owners_in_one_call(
+    migrated: Any, admin: psycopg.Connection[Any], tenant: str
+) -> None:
+    """_counts takes one from the sender and gives one to the next owner (either order of
+    names), writes nothing for progress, and says how many count rows it wrote."""
+    counts = "SELECT handoff._counts(%s, %s, %s, 5::smallint)"
+    with psycopg.connect(migrated.database_url) as conn:
+        written = [
+            conn.execute(counts, (tenant, sender, receiver)).fetchone()[0]  # type: ignore[index]
+            for sender, receiver in [(None, "b"), ("b", "a"), ("a", "c"), ("c", "c"), ("c", None)]
+        ]
+        conn.commit()
+    assert written == [1, 2, 2, 0, 1]
+    rows = admin.execute(
+        "SELECT owner, sum(assigned) FROM handoff.owner_counts WHERE tenant_id = %s"
+        " GROUP BY owner ORDER BY owner",
+        (tenant,),
+    ).fetchall()
+    assert rows == [("a", 0), ("b", 0), ("c", 0)]
