@@ -6,7 +6,9 @@ import argparse
 import json
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import asdict
+from functools import partial
 
 import psutil
 from rich.console import Console
@@ -64,14 +66,27 @@ def _bench_emit(
 ) -> str:  # fmt: skip
     rows = []
     due_rows: list[list[object]] = []
+    cpu_rows: list[list[object]] = []
     raw = []
     secs = int(seconds)
+    postgres = hop.stack_pids(stack)["postgres"]
+
+    def metered(run: Callable[[], pgbench.PgbenchResult]) -> tuple[pgbench.PgbenchResult, float]:
+        """A pgbench run and PostgreSQL's CPU-ms per transaction in it (both drivers are
+        pgbench's C client, so the server's share is compared alone)."""
+        meter = hop.CpuMeter({"postgres": postgres})
+        meter.start()
+        result = run()
+        return result, meter.per(round(result.tps * secs))["postgres"]
+
     for clients in client_counts:
         console.print(f"  {clients} clients: tpcb-like…", end="")
-        tpcb = pgbench.run(superuser, clients, secs)
+        tpcb, tpcb_cpu = metered(partial(pgbench.run, superuser, clients, secs))
         console.print(f" {tpcb.tps:,.0f}; emit via pgbench…", end="")
-        pg_uniform = emit_pgbench.run(
-            settings.database_url, tenant, tokens, "uniform", clients, secs
+        pg_uniform, emit_cpu = metered(
+            partial(
+                emit_pgbench.run, settings.database_url, tenant, tokens, "uniform", clients, secs
+            )
         )
         pg_hot = emit_pgbench.run(settings.database_url, tenant, tokens, "hot", clients, secs)
         pg_due = emit_pgbench.run(
@@ -103,6 +118,7 @@ def _bench_emit(
         raw.append(
             {
                 "clients": clients,
+                "postgres_cpu_ms": {"tpcb": tpcb_cpu, "emit_pgbench_uniform": emit_cpu},
                 "tpcb": asdict(tpcb),
                 "emit_pgbench_uniform": asdict(pg_uniform),
                 "emit_pgbench_hot": asdict(pg_hot),
@@ -111,6 +127,9 @@ def _bench_emit(
                 "emit_python_uniform": asdict(py_uniform),
                 "emit_python_hot": asdict(py_hot),
             }
+        )
+        cpu_rows.append(
+            [clients, f"{tpcb_cpu:.3f}", f"{emit_cpu:.3f}", f"{tpcb_cpu / emit_cpu:.2f}x"]
         )
         # pgbench stops with an error if any transaction fails (run_script raises)
         for driver, uniform, hot, failed in (
@@ -167,8 +186,11 @@ def _bench_emit(
         ],
         due_rows,
     )
+    cpu = markdown_table(["clients", "tpcb-like", "emit (uniform)", "tpcb-like ÷ emit"], cpu_rows)
     return (
         table
+        + "\n\nPostgreSQL's CPU-ms per transaction (pgbench driver, sampled from its processes):\n"
+        + cpu
         + "\n\nWith a deadline on every handoff (pgbench driver; the deadline counters):\n"
         + deadlines
     )

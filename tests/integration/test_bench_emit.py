@@ -1,0 +1,42 @@
+"""The emit benchmark, short and bounded: it runs every driver, meters PostgreSQL's CPU
+per transaction and leaves no tenant behind.
+
+Its figures are not checked here (timing assertions flake on shared
+machines); ``make bench`` measures them.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import Any
+
+import psycopg
+import pytest
+
+from benchmarks.__main__ import bench_emit
+from handoff.core.settings import HandoffSettings
+from handoff.stack.local import LocalStack
+
+pytestmark = pytest.mark.slow
+
+
+def test_the_emit_benchmark_meters_postgres_per_transaction_and_cleans_up(
+    local_stack: LocalStack, migrated: HandoffSettings, admin: psycopg.Connection[Any]
+) -> None:
+    def tenants() -> set[str]:
+        rows = admin.execute(
+            "SELECT DISTINCT tenant_id FROM handoff.services WHERE tenant_id LIKE 'bench-%'"
+        ).fetchall()
+        return {row[0] for row in rows}
+
+    before = tenants()
+    report = bench_emit(2, [1])
+    assert "| 1 | pgbench |" in report and "| 1 | python |" in report
+    # PostgreSQL's CPU-ms per transaction: tpcb-like, the emit, and their ratio.
+    match = re.search(r"^\| 1 \| ([\d.]+) \| ([\d.]+) \| ([\d.]+)x \|$", report, re.M)
+    assert match, report
+    tpcb_ms, emit_ms, ratio = (float(x) for x in match.groups())
+    assert 0 < tpcb_ms < 1000 and 0 < emit_ms < 1000, report
+    assert math.isclose(ratio, tpcb_ms / emit_ms, abs_tol=0.01)
+    assert tenants() == before, "the benchmark's tenant is left"
