@@ -65,6 +65,9 @@ def effects_table(migrated: HandoffSettings) -> HandoffSettings:
                     " (SELECT FROM pg_dist_partition WHERE logicalrelid = %(t)s::regclass)",
                     {"t": table},
                 )
+                # Co-located with the tenant's shards, which chaos moves and rebalance
+                # moves online: logical replication needs a replica identity.
+                conn.execute(f"ALTER TABLE {table} REPLICA IDENTITY FULL")
     return migrated
 
 

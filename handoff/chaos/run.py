@@ -22,8 +22,10 @@ from handoff.chaos.verdict import Verdict, drained, judge
 from handoff.core.errors import ConfigurationError, StackError
 from handoff.core.settings import HandoffSettings
 from handoff.deploy.supervisor import Supervisor
+from handoff.operate.rebalance import refuse_unmovable
 from handoff.stack.layout import pick_port
 from handoff.stack.local import LocalStack
+from handoff.stack.postgres import APP_DB
 from handoff.stack.procs import wait_until
 
 # Payment faults the provider injects, in turn: an answer lost after the charge,
@@ -96,6 +98,11 @@ def _check_stack(stack: LocalStack, plan: ChaosPlan) -> None:
                 f"folder> handoff stack up --citus 2, then handoff db upgrade), or leave {kind} "
                 "out of --kinds"
             )
+    if {"move", "rebalance"} & set(plan.kinds) and stack.citus is not None:
+        # Before any load: a move Citus refuses would end the run part-way.
+        group_of = None if "rebalance" in plan.kinds else "handoff.document_state"
+        with psycopg.connect(stack.citus.coordinator.node_url(APP_DB)) as conn:
+            refuse_unmovable(conn, group_of)
     if "broker" in plan.kinds and len(stack.brokers) < 3:
         raise ConfigurationError(
             "killing a broker needs three (handoff stack up --brokers 3 in a new home), "

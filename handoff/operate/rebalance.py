@@ -58,6 +58,7 @@ def rebalance(
                 f"{missing} worker(s) lack Handoff's per-node parts (the relay's wake-up "
                 "flag), and an emit routed there would fail: run handoff db upgrade first"
             )
+        refuse_unmovable(conn)
         began = time.monotonic()
         before = _shards(conn)
         job = conn.execute(q.START).fetchone()[0]  # type: ignore[index]
@@ -78,6 +79,20 @@ def rebalance(
                 f"see SELECT * FROM citus_job_status({job}) for the tasks' messages"
             )
         return done
+
+
+def refuse_unmovable(conn: psycopg.Connection[Any], group_of: str | None = None) -> None:
+    """Refuses, before any shard moves, when a distributed table's shards could not move
+    online (``group_of``: only that table's shard group). Citus would fail the move
+    part-way, after the earlier ones were done; the message says what to add."""
+    tables = [row[0] for row in conn.execute(q.UNMOVABLE, {"group_of": group_of})]
+    if tables:
+        raise OperationRefused(
+            f"{', '.join(tables)} {'has' if len(tables) == 1 else 'have'} neither a primary key "
+            "nor a replica identity, so Citus cannot move their shards online (logical "
+            "replication); give each one, e.g. ALTER TABLE <table> REPLICA IDENTITY FULL, "
+            "then run again"
+        )
 
 
 def _shards(conn: psycopg.Connection[Any]) -> dict[str, int]:

@@ -17,3 +17,17 @@ SELECT n.nodename || ':' || n.nodeport, count(s.shardid)::int
  WHERE n.groupid <> 0 AND n.isactive AND n.noderole = 'primary'
  GROUP BY 1 ORDER BY 1
 """
+# Distributed tables whose shards logical replication cannot move: no primary key and
+# no replica identity (Citus then refuses an online move of their shard group). With
+# ``group_of``, only the tables co-located with that table; else every one.
+UNMOVABLE = """
+SELECT p.logicalrelid::regclass::text
+  FROM pg_dist_partition p JOIN pg_class c ON c.oid = p.logicalrelid
+ WHERE p.partmethod = 'h'
+   AND (c.relreplident = 'n'
+        OR (c.relreplident = 'd'
+            AND NOT EXISTS (SELECT FROM pg_index i WHERE i.indrelid = c.oid AND i.indisprimary)))
+   AND (%(group_of)s::regclass IS NULL OR p.colocationid = (
+        SELECT colocationid FROM pg_dist_partition WHERE logicalrelid = %(group_of)s::regclass))
+ ORDER BY 1
+"""

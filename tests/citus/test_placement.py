@@ -172,3 +172,38 @@ def test_a_rebalance_of_balanced_workers_moves_nothing(local_stack: LocalStack) 
     answer = rebalance()
     assert answer["job"] is None and answer["moves"] == 0, answer
     assert answer["before"] == answer["after"] and len(answer["after"]) >= 2, answer
+
+
+def test_a_rebalance_refuses_a_table_whose_shards_cannot_move_online(
+    local_stack: LocalStack, migrated: HandoffSettings, cluster: CitusCluster
+) -> None:
+    """A user's table co-located with Handoff's, without a primary key or a replica
+    identity: Citus could not move its shard group online, so the rebalance says which
+    table and what to add before it moves anything; given one, it runs."""
+
+    def rebalance() -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "handoff.cli", "db", "rebalance", "--json"],
+            env={**os.environ, "HANDOFF_HOME": str(local_stack.layout.home)},
+            capture_output=True, text=True, timeout=300, check=False,
+        )  # fmt: skip
+
+    with psycopg.connect(migrated.database_url, autocommit=True) as conn:
+        conn.execute("CREATE SCHEMA IF NOT EXISTS placement_test")
+        conn.execute("CREATE TABLE placement_test.notes (tenant_id text NOT NULL, note text)")
+        try:
+            conn.execute(
+                "SELECT create_distributed_table('placement_test.notes', 'tenant_id',"
+                " colocate_with => 'handoff.document_state')"
+            )
+            refused = rebalance()
+            assert refused.returncode != 0, refused.stdout
+            said = " ".join((refused.stdout + refused.stderr).split())
+            assert "placement_test.notes has neither a primary key nor a replica identity" in said
+            assert "REPLICA IDENTITY FULL" in said and "Traceback" not in said, said
+
+            conn.execute("ALTER TABLE placement_test.notes REPLICA IDENTITY FULL")
+            done = rebalance()
+            assert done.returncode == 0, done.stderr[-2000:]
+        finally:
+            conn.execute("DROP TABLE placement_test.notes")
