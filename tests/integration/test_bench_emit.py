@@ -13,8 +13,9 @@ from typing import Any
 
 import psycopg
 import pytest
+from rich.console import Console
 
-from benchmarks.__main__ import bench_emit
+from benchmarks import emit_bench
 from handoff.core.settings import HandoffSettings
 from handoff.stack.local import LocalStack
 
@@ -31,7 +32,7 @@ def test_the_emit_benchmark_meters_postgres_per_transaction_and_cleans_up(
         return {row[0] for row in rows}
 
     before = tenants()
-    report = bench_emit(2, [1])
+    report = emit_bench.run(2, [1], Console())
     assert "| 1 | pgbench |" in report and "| 1 | python |" in report
     # PostgreSQL's CPU-ms per transaction: tpcb-like, the emit, and their ratio.
     match = re.search(r"^\| 1 \| ([\d.]+) \| ([\d.]+) \| ([\d.]+)x \|$", report, re.M)
