@@ -98,11 +98,6 @@ def _check_stack(stack: LocalStack, plan: ChaosPlan) -> None:
                 f"folder> handoff stack up --citus 2, then handoff db upgrade), or leave {kind} "
                 "out of --kinds"
             )
-    if {"move", "rebalance"} & set(plan.kinds) and stack.citus is not None:
-        # Before any load: a move Citus refuses would end the run part-way.
-        group_of = None if "rebalance" in plan.kinds else "handoff.document_state"
-        with psycopg.connect(stack.citus.coordinator.node_url(APP_DB)) as conn:
-            refuse_unmovable(conn, group_of)
     if "broker" in plan.kinds and len(stack.brokers) < 3:
         raise ConfigurationError(
             "killing a broker needs three (handoff stack up --brokers 3 in a new home), "
@@ -111,6 +106,12 @@ def _check_stack(stack: LocalStack, plan: ChaosPlan) -> None:
     down = [s.name for s in stack.status() if not s.healthy]
     if down:
         raise StackError(f"the stack is not healthy ({', '.join(down)}): handoff stack up first")
+    if {"move", "rebalance"} & set(plan.kinds) and stack.citus is not None:
+        # Before any load (and once the stack answers): a move Citus refuses would end
+        # the run part-way.
+        group_of = None if "rebalance" in plan.kinds else "handoff.document_state"
+        with psycopg.connect(stack.citus.coordinator.node_url(APP_DB)) as conn:
+            refuse_unmovable(conn, group_of)
 
 
 def _wait_healthy(url: str, what: str, timeout_s: float = 120) -> None:
