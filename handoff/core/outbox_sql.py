@@ -92,6 +92,15 @@ SELECT objid::int FROM pg_locks
 #
 # A row of a document that has an earlier parked row comes with that row's id
 # (held_behind): the relay parks it too, so that the slot's bound can pass it.
+# That lookup must go through the partial index of parked rows, whatever the
+# statistics the generic plan was made on. Written plainly (min(p.id), p.id <
+# o.id), a plan made while the outbox was empty and analysed (a new install,
+# everything purged) took the primary key instead, min() as "the first id
+# upwards that is a parked row of this document": for a document with none,
+# every older row of the outbox, for every row fetched. The relay kept that
+# plan while the outbox grew, its fetches took seconds and rows waited up to
+# 11 s (make bench relay, the run after a 1M-row drain). "+ 0" leaves the
+# primary key nothing to serve: no order for min(), no range for the "<".
 #
 # The statement's own snapshot's xmin comes with it (the fetch sees exactly
 # what it says), the next transaction id to be assigned and the last outbox id
@@ -123,9 +132,9 @@ SELECT s.xmin, s.xmax + ((d.next32 - s.xmax) %% 4294967296 + 4294967296) %% 4294
                FROM pg_database WHERE datname = current_database()) AS d
   LEFT JOIN LATERAL (
        SELECT o.id, o.tenant_id, o.document_id, o.version, o.event_type, o.payload,
-              (SELECT min(p.id) FROM handoff.outbox p
+              (SELECT min(p.id + 0) FROM handoff.outbox p
                 WHERE p.parked_at IS NOT NULL AND p.tenant_id = o.tenant_id
-                  AND p.document_id = o.document_id AND p.id < o.id) AS held_behind,
+                  AND p.document_id = o.document_id AND p.id + 0 < o.id) AS held_behind,
               o.traceparent
          FROM handoff.outbox o
         WHERE o.id > %(after)s
