@@ -314,9 +314,12 @@ class Runtime:
                 usable = [m for m in msgs if not self._kafka_error(m)]
                 if usable:
                     self.kafka_down.ok()
-                    last_message = time.monotonic()
                     if not self._handle(consumer, usable, decoder):
                         break  # stopped mid-outage: the rest stays uncommitted
+                    # Idle from the end of the work, not from the poll: a poll whose
+                    # handling outlasts --idle-exit is busy, not idle, and the topic
+                    # may hold more.
+                    last_message = time.monotonic()
                 now = time.monotonic()
                 if now >= next_sweep:
                     self._guarded(lambda: self._sweep(decoder))

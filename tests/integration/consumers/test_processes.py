@@ -475,3 +475,21 @@ def test_static_membership_a_killed_process_comes_back_as_the_same_member(
     consumers.start("review", review, "--instance-id", "review-1", "--batch-size", "5")
     wait_effects(admin, tenant, 60)
     exactly_once(admin, tenant, 60)
+
+
+def test_idle_exit_counts_from_the_end_of_the_work_not_from_the_poll(
+    relays: Relays,
+    consumers: Consumers,
+    service: Callable[..., Credential],
+    admin: psycopg.Connection[Any],
+    tenant: str,
+) -> None:
+    """``--idle-exit 1`` with polls that take longer than a second to handle (events of
+    100 ms each, a poll takes what is buffered): the process takes every event, then
+    exits on its own."""
+    creator, review = service("creator", can_create=True), service("review")
+    _create(creator, 60)
+    relays.run_once()
+    proc = consumers.start("review", review, "--idle-exit", "1", TEST_CONSUMER_SLEEP_S="0.1")
+    assert proc.wait(120) == 0, consumers.log_of()
+    exactly_once(admin, tenant, 60)
