@@ -99,7 +99,7 @@ SELECT objid::int FROM pg_locks
 # upwards that is a parked row of this document": for a document with none,
 # every older row of the outbox, for every row fetched. The relay kept that
 # plan while the outbox grew, its fetches took seconds and rows waited up to
-# 11 s (make bench relay, the run after a 1M-row drain). "+ 0" leaves the
+# 11 s (handoff bench relay, the run after a 1M-row drain). "+ 0" leaves the
 # primary key nothing to serve: no order for min(), no range for the "<".
 #
 # The statement's own snapshot's xmin comes with it (the fetch sees exactly
