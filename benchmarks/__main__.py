@@ -302,7 +302,9 @@ def bench_hop(rate: float, seconds: float, runs: int, lanes: int) -> str:
     return "\n\n".join(hop.tables(measured))
 
 
-def bench_effects(executor_counts: list[int], per_executor: int, latency_ms: int) -> str:
+def bench_effects(
+    executor_counts: list[tuple[int, int]], per_executor: int, latency_ms: int
+) -> str:
     """Effects/s through the ledger vs a bare provider loop; unknown -> reconciled."""
     stack = LocalStack(console=console)
     settings = load_settings(stack.layout.home)
@@ -436,6 +438,13 @@ def bench_citus(client_counts: list[int], seconds: float, citus_home: str) -> st
     )  # fmt: skip
 
 
+def _layouts(text: str) -> list[tuple[int, int]]:
+    try:
+        return effects.layouts(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m benchmarks")
     parser.add_argument(
@@ -463,8 +472,10 @@ def main() -> None:
         "--hop-rate", type=float, default=500.0, help="consumer: handoffs/s for hop latency"
     )
     parser.add_argument(
-        "--executors", default="1,4,16", help="effects: comma-separated executor counts"
-    )
+        "--executors", default="1,4,16", type=_layouts,
+        help="effects: comma-separated executor counts, each in one process, or as "
+        "executors/processes (16/2: 16 executors in 2 processes)",
+    )  # fmt: skip
     parser.add_argument(
         "--per-executor", type=int, default=200, help="effects: intents per executor per run"
     )
@@ -515,7 +526,7 @@ def main() -> None:
         print(table)
     if "effects" in args.which:
         table = bench_effects(
-            [int(n) for n in args.executors.split(",")], args.per_executor,
+            args.executors, args.per_executor,
             args.provider_latency_ms,
         )  # fmt: skip
         console.print("\n[bold]Effects[/bold]")

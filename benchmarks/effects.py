@@ -73,6 +73,7 @@ SELECT extract(epoch FROM done.at - lost.at) * 1000
 @dataclass
 class Run:
     executors: int
+    processes: int
     effects: int
     per_s: float
     bare_per_s: float
@@ -149,17 +150,21 @@ class Bench:
                             business_key=f"{run}:{n}",
                         )
 
-    def execute(self, run: str, count: int, executors: int, **env: str) -> None:
-        """``handoff effects run`` with ``executors`` until the run's intents are settled."""
+    def execute(self, run: str, count: int, executors: int, processes: int = 1, **env: str) -> None:
+        """``handoff effects run`` with ``executors`` spread over ``processes`` processes,
+        until the run's intents are settled."""
         assert self.cred is not None
         log = (self.home / "logs" / f"bench-effects-{run}.log").open("ab")
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "handoff.cli", "effects", "run",
-             "benchmarks.effects_app:app", "--executors", str(executors)],
-            env={**_environ(self.settings), "HANDOFF_CONSUMER_CREDENTIAL": self.cred.token,
-                 "HANDOFF_SANDBOX_URL": self.url, **env},
-            cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
-        )  # fmt: skip
+        environ = {**_environ(self.settings), "HANDOFF_CONSUMER_CREDENTIAL": self.cred.token,
+                   "HANDOFF_SANDBOX_URL": self.url, **env}  # fmt: skip
+        command = [sys.executable, "-m", "handoff.cli", "effects", "run",
+                   "benchmarks.effects_app:app", "--executors"]  # fmt: skip
+        procs = [
+            subprocess.Popen(
+                [*command, str(share)], env=environ, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT
+            )
+            for share in _shares(executors, processes)
+        ]
         try:
             with psycopg.connect(self.settings.database_url, autocommit=True) as conn:
                 deadline = time.monotonic() + 600
@@ -171,13 +176,15 @@ class Bench:
                     ).fetchone()
                     if row is not None and row[0] >= count:
                         return
-                    if proc.poll() is not None:
+                    if any(proc.poll() is not None for proc in procs):
                         raise RuntimeError(f"executors exited: see {log.name}")
                     time.sleep(0.1)
                 raise RuntimeError(f"{run}: intents not settled within 600 s")
         finally:
-            proc.terminate()
-            proc.wait(30)
+            for proc in procs:
+                proc.terminate()
+            for proc in procs:
+                proc.wait(30)
             log.close()
 
     def timing(self, run: str) -> tuple[int, float, list[float]]:
@@ -224,6 +231,28 @@ class Bench:
         return sorted(float(r[0]) for r in rows)
 
 
+def _shares(executors: int, processes: int) -> list[int]:
+    """``executors`` spread over ``processes`` as evenly as they go."""
+    return [executors // processes + (1 if n < executors % processes else 0)
+            for n in range(processes)]  # fmt: skip
+
+
+def layouts(text: str) -> list[tuple[int, int]]:
+    """``--executors``: "1,4,16" (one process each) or "16/2" (16 executors in 2
+    processes); as (executors, processes)."""
+    found = []
+    for item in text.split(","):
+        executors, _, processes = item.strip().partition("/")
+        try:
+            layout = (int(executors), int(processes or 1))
+        except ValueError:
+            raise ValueError(f"{item!r}: give executors, or executors/processes (16/2)") from None
+        if not 1 <= layout[1] <= layout[0]:
+            raise ValueError(f"{item!r}: from 1 process to one per executor")
+        found.append(layout)
+    return found
+
+
 def _environ(settings: HandoffSettings) -> dict[str, str]:
     import os
 
@@ -238,7 +267,7 @@ def _environ(settings: HandoffSettings) -> dict[str, str]:
 def run(
     settings: HandoffSettings,
     home: Path,
-    executor_counts: list[int],
+    executor_counts: list[int] | list[tuple[int, int]],
     per_executor: int,
     latency_ms: int,
     progress: Progress,
@@ -249,17 +278,18 @@ def run(
     try:
         bench.prepare(latency_ms)
         progress(f"  sandbox provider at {bench.url}, answering in {latency_ms} ms")
-        for executors in executor_counts:
+        for layout in executor_counts:
+            executors, processes = layout if isinstance(layout, tuple) else (layout, 1)
             count = max(per_executor * executors, 100)
-            name = f"x{executors}-{uuid.uuid4().hex[:4]}"
-            progress(f"  {executors} executor(s): {count:,} intents…")
+            name = f"x{executors}p{processes}-{uuid.uuid4().hex[:4]}"
+            progress(f"  {_label(executors, processes)}: {count:,} intents…")
             bench.record(name, count)
-            bench.execute(name, count, executors)
+            bench.execute(name, count, executors, processes)
             done, elapsed, each = bench.timing(name)
             bare = bench.bare(count, executors)
             runs.append(
-                Run(executors, done, done / elapsed if elapsed else float("nan"), bare,
-                    percentile(each, 50), percentile(each, 99))
+                Run(executors, processes, done, done / elapsed if elapsed else float("nan"),
+                    bare, percentile(each, 50), percentile(each, 99))
             )  # fmt: skip
             progress(f"    {runs[-1].per_s:,.0f}/s through the ledger, {bare:,.0f}/s bare")
         total = max(per_executor * 4, 100)
@@ -275,9 +305,14 @@ def run(
     )  # fmt: skip
 
 
+def _label(executors: int, processes: int) -> str:
+    where = f" in {processes} processes" if processes > 1 else ""
+    return f"{executors} executor(s){where}"
+
+
 def result_rows(r: EffectsResult) -> list[list[Any]]:
     rows: list[list[Any]] = [
-        [f"{run.executors} executor(s)", run.per_s, run.bare_per_s,
+        [_label(run.executors, run.processes), run.per_s, run.bare_per_s,
          f"{run.per_s / run.bare_per_s:.2f}x",
          f"{run.effects:,} effects; claim -> recorded p50 {run.p50_ms:.1f} ms, "
          f"p99 {run.p99_ms:.1f} ms"]

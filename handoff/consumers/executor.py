@@ -41,7 +41,9 @@ from psycopg.types.json import Jsonb
 
 from handoff.consumers import metrics
 from handoff.consumers.app import Consumer, Effect, Outcome
+from handoff.consumers.claims import ClaimPool
 from handoff.consumers.providers import Answer
+from handoff.consumers.records import RecordGroup
 from handoff.consumers.settings import EffectSettings
 from handoff.core import db
 from handoff.core import effects_sql as ledger
@@ -98,8 +100,12 @@ class Executor:
         *,
         worker: str | None = None,
         sleep: Callable[[float], None] = time.sleep,
+        pool: ClaimPool[Claimed] | None = None,
+        records: RecordGroup[dict[str, Any]] | None = None,
     ) -> None:
         self.app, self.conn, self.config = app, conn, config
+        # Shared with the other executors of the process (claims.py, records.py).
+        self.pool, self.records = pool, records
         self.worker = worker or f"{socket.gethostname()}:{os.getpid()}:{threading.get_ident()}"
         # Learnt once: every ledger call names it (on Citus: handed whole to its worker).
         with db.translated(), conn.transaction():
@@ -112,14 +118,29 @@ class Executor:
 
     def step(self) -> int:
         """Claim and perform what is due now; the number of intents taken."""
-        claim = {"worker": self.worker, "lease_s": self.config.lease_s, "limit": 1, "submit": True}
-        rows = self._call(ledger.CLAIM, ledger.CLAIM_FOR, claim)
-        claimed = [Claimed(*row) for row in rows]
-        if claimed and tracing.enabled():
-            claimed = self._traced(claimed)
+        if self.pool is None:
+            claimed = self.claim(1)
+        else:
+            taken = self.pool.take(self.claim)
+            claimed = [] if taken is None else [taken]
         for c in claimed:
             self.perform(c)
-        return len(rows)
+        return len(claimed)
+
+    def claim(self, limit: int) -> list[Claimed]:
+        """Up to ``limit`` intents due now, claimed for this executor (and marked submitted
+        when never sent: one transaction fewer per effect)."""
+        claim = {"worker": self.worker, "lease_s": self.config.lease_s, "limit": limit,
+                 "submit": True}  # fmt: skip
+        claimed = [Claimed(*row) for row in self._call(ledger.CLAIM, ledger.CLAIM_FOR, claim)]
+        if claimed and tracing.enabled():
+            claimed = self._traced(claimed)
+        return claimed
+
+    def release(self, c: Claimed) -> None:
+        """Hand back an intent claimed but never sent (a stopping process's pool): due again
+        now; the next executor asks the provider first, finds nothing, and sends."""
+        self._record(c, "intended", detail="handed back unsent: the executors stopped")
 
     def _traced(self, claimed: list[Claimed]) -> list[Claimed]:
         """The intents with the trace context of the units that intended them."""
@@ -301,7 +322,7 @@ class Executor:
 
         try:
             if outcome_fn is None:  # the record alone: one statement
-                recorded = bool(self._call(ledger.RECORD, ledger.RECORD_FOR, record)[0][0])
+                recorded = self._recorded(record)
             else:
                 # Inside the perform span: the outcome's emit continues the intent's trace.
                 recorded = self._transact(work, trace=tracing.current_traceparent())
@@ -353,9 +374,28 @@ class Executor:
         }
 
     def _record(self, c: Claimed, state: str, **fields: Any) -> None:
-        record = self._record_params(c, state, **fields)
-        if not self._call(ledger.RECORD, ledger.RECORD_FOR, record)[0][0]:
+        if not self._recorded(self._record_params(c, state, **fields)):
             self._count(c, "fenced")
+
+    def _recorded(self, record: dict[str, Any]) -> bool:
+        """effect_record alone; False: fenced out. With the process's record group, sent
+        together with the other executors' answers (records.py)."""
+        if self.records is None:
+            return self._record_one(record)
+        return self.records.record(record, self.record_many, self._record_one)
+
+    def _record_one(self, record: dict[str, Any]) -> bool:
+        return bool(self._call(ledger.RECORD, ledger.RECORD_FOR, record)[0][0])
+
+    def record_many(self, records: list[dict[str, Any]]) -> list[bool]:
+        """Several answers in one statement and one transaction (in the order of their
+        intents, so that two batches never wait for each other's rows)."""
+        order = sorted(range(len(records)), key=lambda n: records[n]["id"])
+        columns = {name: [records[n][name] for n in order] for name in ledger.RECORD_COLUMNS}
+        recorded = [False] * len(records)
+        for position, done in call(self.conn, ledger.RECORD_MANY, columns):
+            recorded[order[position]] = bool(done)
+        return recorded
 
     def _call(
         self, plain: LiteralString, named: LiteralString, params: dict[str, Any]
@@ -398,10 +438,15 @@ class Executors:
         self._wake = threading.Condition()
         self._threads: list[threading.Thread] = []
         self.database_down = Outage(log, f"{app.name}: the database (effect executors)")
+        self._pool: ClaimPool[Claimed] | None = None
+        self._records: RecordGroup[dict[str, Any]] | None = None
 
     def start(self, n: int | None = None) -> None:
         count = self.config.executors if n is None else n
         metrics.prepare_effects(self.app.name, list(self.app.effects))
+        if count > 1:
+            self._pool = ClaimPool(self.config.ahead(count))
+            self._records = RecordGroup()
         for index in range(count):
             thread = threading.Thread(
                 target=self._worker, args=(index,), name=f"executor-{index}", daemon=True
@@ -486,18 +531,38 @@ class Executors:
         metrics.EFFECTS_UNRESOLVED.labels(name).set(n)
         metrics.EFFECTS_OLDEST_OPEN.labels(name, "unresolved").set(oldest)
 
+    def _grouped(self, conn: psycopg.Connection[Any]) -> RecordGroup[dict[str, Any]] | None:
+        """The process's record group, on one PostgreSQL. On Citus each record stays a
+        call of its own, handed whole to the tenant's worker (effect_record_for)."""
+        if self._records is None or db.on_citus(conn):
+            return None
+        return self._records
+
+    def _hand_back(self, executor: Executor) -> None:
+        """On a graceful stop: the pool's intents, claimed and never sent, due again now
+        (else they would wait for their leases to run out)."""
+        left = self._pool.drain() if self._pool is not None else []
+        for c in left:
+            executor.release(c)
+        if left:
+            log.info("%s: %d claimed intent(s) handed back unsent", self.app.name, len(left))
+
     def _worker(self, index: int) -> None:
         host = f"{socket.gethostname()}:{os.getpid()}"
         while not self._stop.is_set():
             try:
                 with connect(self.database_url, self.app, autocommit=True) as conn:
                     self.database_down.ok()
-                    executor = Executor(self.app, conn, self.config, worker=f"{host}/{index}")
+                    executor = Executor(
+                        self.app, conn, self.config, worker=f"{host}/{index}",
+                        pool=self._pool, records=self._grouped(conn),
+                    )  # fmt: skip
                     while not self._stop.is_set():
                         if executor.step():
                             continue
                         with self._wake:
                             self._wake.wait(self.config.poll_s)
+                    self._hand_back(executor)
             except (DatabaseUnavailable, OutcomeUnknown) as exc:
                 # A restart of PostgreSQL: one line for the outage, none per executor or
                 # attempt; what was in flight is the next claim's (its lease runs out).

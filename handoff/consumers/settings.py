@@ -171,6 +171,20 @@ class EffectSettings(BaseSettings):
         Field(gt=0, le=60, description="Longest idle wait (new intents also wake executors)."),
     ] = 1.0
 
+    claim_ahead: Annotated[
+        int | None,
+        Field(
+            ge=0,
+            le=256,
+            description="Intents a process's executors claim beyond those waiting, so that "
+            "one claim serves several effects (default: a quarter of the executors).",
+        ),
+    ] = None
+
+    def ahead(self, executors: int) -> int:
+        """How many intents the executors of a process claim ahead (claims.py)."""
+        return executors // 4 if self.claim_ahead is None else self.claim_ahead
+
     @classmethod
     def with_executors(cls, executors: int | None) -> EffectSettings:
         """The settings from the environment, with ``executors`` when given."""

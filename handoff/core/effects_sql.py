@@ -37,6 +37,24 @@ SELECT handoff.effect_record(%(id)s, %(claim)s, %(state)s, %(reconciliation)s,
                              %(lookup_failed)s, %(detail)s)
 """
 
+# Several answers in one statement (one transaction): the executors of a process record
+# together (consumers/records.py). On one PostgreSQL only; on Citus each answer is a
+# RECORD_FOR of its own, handed whole to the tenant's worker. Answers each record's
+# ordinal (from 0, in the arrays' order) and whether it was recorded (false: fenced out).
+RECORD_COLUMNS = ("id", "claim", "state", "reconciliation", "provider_ref", "outcome", "error",
+                  "retry_in_s", "lookup_failed", "detail")  # fmt: skip
+RECORD_MANY = """
+SELECT r.n - 1,
+       handoff.effect_record(r.id, r.claim, r.state, r.reconciliation, r.provider_ref,
+                             r.outcome, r.error, r.retry_in_s, r.lookup_failed, r.detail)
+  FROM unnest(%(id)s::bigint[], %(claim)s::integer[], %(state)s::text[],
+              %(reconciliation)s::text[], %(provider_ref)s::text[], %(outcome)s::jsonb[],
+              %(error)s::text[], %(retry_in_s)s::double precision[],
+              %(lookup_failed)s::boolean[], %(detail)s::text[])
+       WITH ORDINALITY AS r(id, claim, state, reconciliation, provider_ref, outcome, error,
+                            retry_in_s, lookup_failed, detail, n)
+"""
+
 # The same three naming the executor's tenant (effects_by_tenant.sql): on Citus
 # each is handed whole to the tenant's worker.
 CLAIM_FOR = """

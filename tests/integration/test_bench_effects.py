@@ -32,10 +32,11 @@ def test_the_effects_benchmark_runs_every_part_and_cleans_up(
 
     effects.Bench.prepare = remember  # type: ignore[method-assign]
     try:
-        result = effects.run(migrated, local_stack.layout.home, [1, 2], 20, 5, seen.append)
+        result = effects.run(migrated, local_stack.layout.home, [(1, 1), (2, 2)], 20, 5,
+                             seen.append)  # fmt: skip
     finally:
         effects.Bench.prepare = original  # type: ignore[method-assign]
-    assert [r.executors for r in result.runs] == [1, 2]
+    assert [(r.executors, r.processes) for r in result.runs] == [(1, 1), (2, 2)]
     for run in result.runs:
         assert run.effects == max(20 * run.executors, 100)
         assert run.per_s > 0 and math.isfinite(run.per_s) and run.bare_per_s > 0
