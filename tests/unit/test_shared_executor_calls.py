@@ -52,19 +52,29 @@ class FakeClaimsHeldOpen:
         return taken
 
 
-def test_with_a_fake_claim_one_call_serves_every_executor_waiting_and_some_ahead() -> None:
-    pool: ClaimPool[int] = ClaimPool(ahead=2)
-    fake = FakeClaimsHeldOpen(intents=100)
+def _queued_behind_a_call(
+    pool: ClaimPool[int], fake: FakeClaimsHeldOpen, queued: int
+) -> list[int | None]:
+    """One executor's take, its claim call held open while ``queued`` more arrive."""
     got: list[int | None] = []
     first = threading.Thread(target=lambda: got.append(pool.take(fake)))
     first.start()
     assert fake.entered.wait(5)
-    others = threading.Thread(target=lambda: got.extend(_in_threads(3, lambda: pool.take(fake))))
+    others = threading.Thread(
+        target=lambda: got.extend(_in_threads(queued, lambda: pool.take(fake)))
+    )
     others.start()
-    time.sleep(0.2)  # the three queue behind the call in flight
+    time.sleep(0.2)  # they queue behind the call in flight
     fake.go.set()
     first.join(5)
     others.join(5)
+    return got
+
+
+def test_with_a_fake_claim_one_call_serves_every_executor_waiting_and_some_ahead() -> None:
+    pool: ClaimPool[int] = ClaimPool(ahead=2)
+    fake = FakeClaimsHeldOpen(intents=100)
+    got = _queued_behind_a_call(pool, fake, 3)
     # The first call counted its own executor and two ahead; two of the three that
     # queued behind it took those two without a call, the third called for itself.
     assert fake.calls == [3, 3]
@@ -75,17 +85,7 @@ def test_with_a_fake_claim_one_call_serves_every_executor_waiting_and_some_ahead
 def test_with_a_fake_claim_a_short_answer_spares_the_executors_that_waited_for_it() -> None:
     pool: ClaimPool[int] = ClaimPool(ahead=0)
     fake = FakeClaimsHeldOpen(intents=1)
-    got: list[int | None] = []
-    holder = threading.Thread(target=lambda: got.append(pool.take(fake)))
-    holder.start()
-    assert fake.entered.wait(5)
-    # These arrive while the call is in flight; that call counted only the first.
-    waiting = threading.Thread(target=lambda: got.extend(_in_threads(4, lambda: pool.take(fake))))
-    waiting.start()
-    time.sleep(0.2)
-    fake.go.set()
-    holder.join(5)
-    waiting.join(5)
+    got = _queued_behind_a_call(pool, fake, 4)  # the call in flight counted one
     # One more call, for the four (it finds nothing, so none of them calls again).
     assert fake.calls == [1, 4]
     assert sorted(x for x in got if x is not None) == [0] and got.count(None) == 4
