@@ -15,8 +15,8 @@ the claim marked it submitted, so if the process dies before sending it, the
 next executor asks the provider first (it finds nothing, and sends). That is
 what a crash between a claim and its send always meant; the pool keeps at most
 ``ahead`` intents, and an executor takes one within a provider call's time. A
-graceful stop hands what is left back (``drain``; the executors record each
-"intended" again).
+graceful stop hands what is left back (``drain``; the executors release each
+as it was before the claim, effect_release in handoff/sql/effect_release.sql).
 """
 
 from __future__ import annotations

@@ -138,9 +138,13 @@ class Executor:
         return claimed
 
     def release(self, c: Claimed) -> None:
-        """Hand back an intent claimed but never sent (a stopping process's pool): due again
-        now; the next executor asks the provider first, finds nothing, and sends."""
-        self._record(c, "intended", detail="handed back unsent: the executors stopped")
+        """Hand back an intent claimed but never sent (a stopping process's pool), as it
+        was before the claim, due now: its attempt is not spent, and one the claim marked
+        submitted is sent by the next executor without a lookup."""
+        params = {"id": c.id, "claim": c.claim, "marked": c.submitted,
+                  "detail": "handed back unsent: the executors stopped"}  # fmt: skip
+        if not self._call(ledger.RELEASE, ledger.RELEASE_FOR, params)[0][0]:
+            self._count(c, "fenced")
 
     def _traced(self, claimed: list[Claimed]) -> list[Claimed]:
         """The intents with the trace context of the units that intended them."""

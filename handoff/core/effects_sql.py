@@ -37,6 +37,13 @@ SELECT handoff.effect_record(%(id)s, %(claim)s, %(state)s, %(reconciliation)s,
                              %(lookup_failed)s, %(detail)s)
 """
 
+# Hand back an intent claimed and never sent (effect_release.sql): as it was before the
+# claim when the claim marked it submitted (marked), else "intended" again.
+RELEASE = "SELECT handoff.effect_release(%(id)s, %(claim)s, %(marked)s, %(detail)s)"
+RELEASE_FOR = """
+SELECT handoff.effect_release_for(%(tenant)s, %(id)s, %(claim)s, %(marked)s, %(detail)s)
+"""
+
 # Several answers in one statement (one transaction): the executors of a process record
 # together (consumers/records.py). On one PostgreSQL only; on Citus each answer is a
 # RECORD_FOR of its own, handed whole to the tenant's worker. Answers each record's

@@ -149,6 +149,9 @@ def test_every_delegated_entry_point_names_its_tenant_first() -> None:
     """Citus hands a call to the worker by the argument named p_tenant: each delegated
     function's first parameter, in the family file that defines it."""
     families = Path(__file__).resolve().parents[2] / "handoff" / "sql"
-    text = "".join((families / f"{f}.sql").read_text() for f in ("by_tenant", "effects_by_tenant"))
+    text = "".join(
+        (families / f"{f}.sql").read_text()
+        for f in ("by_tenant", "effects_by_tenant", "effect_release")
+    )
     for name in DELEGATED:
         assert re.search(rf"FUNCTION handoff\.{name}\(\s*p_tenant text,", text), name

@@ -37,11 +37,13 @@ def _record(c: Any, claim: int) -> dict[str, Any]:
 
 def _intent(r: Rehearsal, intent_id: int) -> dict[str, Any]:
     row = r.admin.execute(
-        "SELECT state, provider_ref, lease_until FROM handoff.effect_intents WHERE id = %s",
+        "SELECT state, provider_ref, lease_until, attempts, submitted_at, reconciliation "
+        "FROM handoff.effect_intents WHERE id = %s",
         (intent_id,),
     ).fetchone()
     assert row is not None
-    return {"state": row[0], "provider_ref": row[1], "lease_until": row[2]}
+    names = ("state", "provider_ref", "lease_until", "attempts", "submitted_at", "reconciliation")
+    return dict(zip(names, row, strict=True))
 
 
 def test_answers_recorded_together_are_each_checked_against_their_own_claim(
@@ -113,12 +115,20 @@ def test_a_stopping_process_hands_back_what_it_claimed_ahead_and_each_is_paid_on
     assert sorted(s for s, _ in after) == ["intended"] * 4 + ["succeeded"] * 2
     handed_back = [d for s, d in after if s == "intended"]
     for doc in handed_back:
-        history = rehearsal.evidence(doc)["intent_history"]
-        assert history[-1]["detail"] == "handed back unsent: the executors stopped"
+        ev = rehearsal.evidence(doc)
+        assert ev["intent_history"][-1]["detail"] == "handed back unsent: the executors stopped"
+        # As before the claim: no attempt spent, not marked submitted (so no lookup next).
+        intent = _intent(rehearsal, ev["intents"][0]["id"])
+        assert intent["attempts"] == 0 and intent["submitted_at"] is None
+        assert intent["lease_until"] is None
     effect._made = rehearsal.provider
     assert rehearsal.executor().drain() == 4
     for doc in handed_back:
-        assert rehearsal.evidence(doc)["intents"][0]["state"] == "succeeded"
+        ev = rehearsal.evidence(doc)
+        assert ev["intents"][0]["state"] == "succeeded"
+        # Sent once, with no lookup first (a lookup settles it as "reconciled").
+        done = _intent(rehearsal, ev["intents"][0]["id"])
+        assert done["attempts"] == 1 and done["reconciliation"] == "none"
         assert len(sandbox.payments(doc)) == 1
 
 

@@ -1,0 +1,1 @@
+DROP FUNCTION handoff.effect_release_for, handoff.effect_release;
