@@ -30,6 +30,7 @@ import os
 import pwd
 import subprocess
 import tempfile
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -64,6 +65,20 @@ SELECT DISTINCT m.roleid::regrole::text, m.member::regrole::text
 """
 # Whether the cluster has Handoff's schema (a relay wake-up flag on the coordinator).
 HAS_SCHEMA = "SELECT 1 WHERE to_regclass('handoff.relay_wakeup') IS NOT NULL"
+# Cleanup records (a move's leftover source shards, ...) still to drop on a node.
+ORPHANS_ON_NODE = """
+SELECT count(*) FROM pg_dist_cleanup c
+  JOIN pg_dist_node n ON n.groupid = c.node_group_id
+ WHERE n.nodename = %s AND n.nodeport = %s
+"""
+ORPHAN_DROP_TIMEOUT_S = 120.0
+# Cleanup records of node groups that have no node any more: Citus never drops
+# them, and their shards can never move again.
+STRANDED_IDS = """
+SELECT c.record_id FROM pg_dist_cleanup c
+ WHERE NOT EXISTS (SELECT 1 FROM pg_dist_node n WHERE n.groupid = c.node_group_id)
+"""
+STRANDED_CLEANUPS = f"SELECT count(*) FROM ({STRANDED_IDS}) AS stranded"
 DATABASE_SETTINGS = {
     # Shards per distributed table. Citus's default (32) multiplies every DDL
     # statement by 32 per table; 16 still gives a rebalance several shards to
@@ -259,6 +274,7 @@ class CitusCluster:
         }
         if (here, self.coordinator.port) not in known:
             conn.execute("SELECT citus_set_coordinator_host(%s, %s)", (here, self.coordinator.port))
+        self._forget_stranded(conn)
         grantors = [row[0] for row in conn.execute(GRANTORS).fetchall()]
         administered = conn.execute(ADMINISTERED).fetchall()
         for worker in self.workers:
@@ -268,6 +284,19 @@ class CitusCluster:
                 conn.execute("SELECT citus_add_node(%s, %s)", (here, worker.port))
                 if conn.execute(HAS_SCHEMA).fetchone() is not None:
                     self._make_wakeup_flag(worker)
+
+    def _forget_stranded(self, conn: psycopg.Connection[Any]) -> None:
+        """Cleanup records of a worker removed before its leftovers were dropped (by a
+        Handoff before remove() waited for them) are deleted: that worker's data went
+        with it, and while a record stays, Citus refuses to move its shard again."""
+        stranded = conn.execute(
+            f"DELETE FROM pg_dist_cleanup c WHERE c.record_id IN ({STRANDED_IDS})"
+        ).rowcount
+        if stranded:
+            self.coordinator.console.print(
+                f"Forgot {stranded} Citus cleanup record(s) of workers removed earlier "
+                "(their shards can move again)."
+            )
 
     @staticmethod
     def _make_wakeup_flag(worker: CitusNode) -> None:
@@ -314,7 +343,34 @@ class CitusCluster:
             if known is None:
                 return  # removed before (an earlier run stopped after this step)
             conn.execute("SELECT citus_drain_node(%s, %s)", (here, worker.port))
+            self._drop_orphans(conn, worker)
             conn.execute("SELECT citus_remove_node(%s, %s)", (here, worker.port))
+
+    def _drop_orphans(self, conn: psycopg.Connection[Any], worker: CitusNode) -> None:
+        """The shards a drain moved off ``worker`` dropped there before it leaves.
+
+        Why wait: a move leaves its source shard behind for a deferred drop, and
+        Citus skips (forever) a cleanup record whose node group no longer has a
+        node, while refusing any later move of that shard while a record for it
+        exists ("orphaned shard ... could not be cleaned up"). Removing the node
+        with records pending would pin those shards where they are for good."""
+        here = str(self.coordinator.sockets)
+        deadline = time.monotonic() + ORPHAN_DROP_TIMEOUT_S
+        while True:
+            conn.execute("CALL citus_cleanup_orphaned_resources()")
+            row = conn.execute(ORPHANS_ON_NODE, (here, worker.port)).fetchone()
+            left = int(row[0]) if row else 0
+            if left == 0:
+                return
+            if time.monotonic() > deadline:
+                raise StackError(
+                    f"{worker.name} still has {left} orphaned shard(s) Citus could not drop "
+                    f"after {ORPHAN_DROP_TIMEOUT_S:.0f} s (a transaction there holds a lock on "
+                    f"them?); it stays in the cluster, drained. Removing it now would block "
+                    f"every later move of those shards. See {worker.log}; run handoff stack "
+                    f"up again to retry."
+                )
+            time.sleep(1.0)
 
     def _check_propagated(self) -> None:
         """Every worker has the app role and owns nothing by accident: a half-propagated
@@ -331,6 +387,12 @@ class CitusCluster:
                     f"coordinator (owner {row[0] if row else '?'}); see {worker.log} and "
                     f"{self.coordinator.log}"
                 )
+
+    def stranded_cleanups(self) -> int:
+        """Cleanup records left for a node that is gone (none, when removals waited)."""
+        with psycopg.connect(self.coordinator.node_url(APP_DB), autocommit=True) as conn:
+            row = conn.execute(STRANDED_CLEANUPS).fetchone()
+        return int(row[0]) if row else 0
 
     def workers_active(self) -> int:
         """Workers the coordinator's metadata lists as active primaries."""

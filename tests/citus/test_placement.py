@@ -207,3 +207,24 @@ def test_a_rebalance_refuses_a_table_whose_shards_cannot_move_online(
             assert done.returncode == 0, done.stderr[-2000:]
         finally:
             conn.execute("DROP TABLE placement_test.notes")
+
+
+def test_stack_up_forgets_the_cleanup_records_of_a_worker_removed_before_they_were_dropped(
+    cluster: CitusCluster,
+) -> None:
+    """A worker removed with a move's leftover shard not yet dropped (as remove() did before
+    it waited) leaves a cleanup record Citus never drops, and Citus refuses every later
+    move of that shard while it stays: the next stack up deletes it."""
+    coordinator = cluster.coordinator.node_url("handoff")
+    (gone,) = on(coordinator, "SELECT coalesce(max(groupid), 0) + 1000 FROM pg_dist_node")[0]
+    on(
+        coordinator,
+        "INSERT INTO pg_dist_cleanup (record_id, operation_id, object_type, object_name,"
+        "                             node_group_id, policy_type)"
+        " VALUES (nextval('pg_dist_cleanup_recordid_seq'), 0, 1,"
+        "         'handoff.document_state_999999', %s, 1) RETURNING record_id",
+        gone,
+    )
+    assert cluster.stranded_cleanups() == 1
+    cluster.bootstrap()  # what handoff stack up runs on a running Citus stack
+    assert cluster.stranded_cleanups() == 0
