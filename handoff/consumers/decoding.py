@@ -82,7 +82,9 @@ class Decoder:
             raise MalformedEvent("not Confluent wire format (magic byte 0 + 4-byte schema id)")
         writer, reader = self._schemas(int.from_bytes(value[1:5], "big"))
         try:
-            record = fastavro.schemaless_reader(io.BytesIO(value[5:]), writer, reader)
+            body = io.BytesIO(value)  # shares the bytes: no copy of the body
+            body.seek(5)
+            record = fastavro.schemaless_reader(body, writer, reader)
         except Exception as exc:  # fastavro raises many types for bad bytes
             raise MalformedEvent(f"the body does not fit its schema: {exc!r}") from exc
         if not isinstance(record, dict):

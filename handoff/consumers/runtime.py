@@ -41,7 +41,7 @@ from psycopg.types.json import Jsonb
 from handoff.consumers import metrics
 from handoff.consumers.app import Consumer
 from handoff.consumers.decoding import Decoder, reader_schema
-from handoff.consumers.event import Position
+from handoff.consumers.event import Position, built
 from handoff.consumers.failures import Category
 from handoff.consumers.settings import ConsumerSettings
 from handoff.consumers.units import Item, Processor, sweep
@@ -88,15 +88,16 @@ def screen(
     """The header filter: where the message was read, or None (counted) if not for ``app``."""
     headers = _headers(msg)
     kind, stamp = msg.timestamp()
-    position = Position(
-        msg.topic() or "",
-        msg.partition() or 0,
-        msg.offset() or 0,
-        msg.key(),
-        msg.value() or b"",
-        headers,
-        stamp if kind != TIMESTAMP_NOT_AVAILABLE else None,
-        received_at,
+    position = built(
+        Position,
+        topic=msg.topic() or "",
+        partition=msg.partition() or 0,
+        offset=msg.offset() or 0,
+        key=msg.key(),
+        value=msg.value() or b"",
+        headers=headers,
+        timestamp_ms=stamp if kind != TIMESTAMP_NOT_AVAILABLE else None,
+        received_at=received_at,
     )
     event_type = headers.get("eventType")
     if event_type is not None and "tenant" in headers:
