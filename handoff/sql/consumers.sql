@@ -66,6 +66,16 @@ $$;
 -- rows, halving the guarded unit's rate (858 against 1,765 units/s,
 -- measured with pgbench). Every statement here is a keyed lookup; with
 -- sequential scans priced out, the plan is the index's at any table size.
+--
+-- enable_sort = off, here alone (0029_position_plans): the position
+-- lookup ("this document's newest guard row") has the position index in its
+-- order. On a guard table analysed before it held anything of this consumer
+-- (a new tenant, the next run after a purge), the primary key, which starts
+-- with the same (tenant, consumer), looked as cheap, with a sort of the one
+-- row it expected; it walked every guard row of the consumer for each event
+-- (a batch of 500 went from 13 ms to over a second as the table grew).
+-- With sorts priced out only the position index is left; the statements
+-- whose sort no index gives (the batch's ORDER BY n) keep it.
 CREATE OR REPLACE FUNCTION handoff.consumer_begin(
     p_events jsonb, p_types text[], p_owner text, p_reconcile boolean
 ) RETURNS TABLE (verdict text, detail text)
@@ -73,6 +83,7 @@ LANGUAGE plpgsql
 SECURITY DEFINER
 SET search_path = handoff, pg_temp
 SET enable_seqscan = off  -- since 0018_index_plans; why: the comment above
+SET enable_sort = off  -- since 0029_position_plans; why: the comment above
 AS $$
 DECLARE
     v_me       services := _consumer();

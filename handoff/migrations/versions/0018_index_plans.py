@@ -24,7 +24,7 @@ FROZEN = (
 
 def upgrade() -> None:
     for family in FAMILIES:
-        apply_family(family)
+        apply_family(family, revision)  # without the lines later revisions add
     for frozen in FROZEN:
         apply_frozen(frozen)
 
