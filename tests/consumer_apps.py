@@ -12,6 +12,9 @@ Configured by environment variables, so one module serves every scenario:
 - ``TEST_CONSUMER_VERSION``: the handler version recorded in quarantine.
 - ``TEST_CONSUMER_KILL_AFTER_COMMIT``: kill -9 the process at its after-commit
   injection point (after a database commit, before the offsets are stored).
+- ``TEST_CONSUMER_DEFERRED``: the effect is a deferred write (``tx.write``), read
+  by nothing in the unit, so that at batch 1 units are sent ahead
+  (consumers/queued.py); without it the effect's INSERT runs at once.
 
 Its local effect is a row in ``consumer_test.effects`` (no unique key, so
 a double effect would show as two rows). An event whose data says
@@ -66,6 +69,7 @@ if os.environ.get("TEST_CONSUMER_KILL_AFTER_COMMIT"):
 
 
 SLEEP_S = float(os.environ.get("TEST_CONSUMER_SLEEP_S", "0"))
+DEFERRED = bool(os.environ.get("TEST_CONSUMER_DEFERRED"))
 
 
 def record(event: Event, tx: HandoffTx) -> None:
@@ -80,7 +84,7 @@ def record(event: Event, tx: HandoffTx) -> None:
         ).fetchone()
         if cured is None:
             raise RuntimeError(f"cannot process {event.document_id}: poison")
-    tx.execute(
+    (tx.write if DEFERRED else tx.execute)(
         "INSERT INTO consumer_test.effects (tenant_id, consumer, event_id, document_id, run_id,"
         " version, note, occurred_at) VALUES (%s, %s, %s, %s, %s, %s, %s, %s)",
         (

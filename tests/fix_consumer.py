@@ -13,7 +13,7 @@ import subprocess
 import sys
 import uuid
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -24,11 +24,14 @@ import pytest
 from confluent_kafka import Producer
 from psycopg.conninfo import make_conninfo
 
+from handoff.consumers import Event
 from handoff.consumers.app import Consumer
 from handoff.consumers.decoding import Decoder, reader_schema
 from handoff.consumers.event import Position
+from handoff.consumers.queued import QueuedLane
 from handoff.consumers.settings import ConsumerSettings
 from handoff.consumers.units import Item, Processor
+from handoff.core import HandoffClient, HandoffTx
 from handoff.core.events import encode, to_record
 from handoff.core.identity import Credential
 from handoff.core.kafka import ensure_topics
@@ -42,6 +45,8 @@ from tests.consumer_apps import EFFECTS_DDL
 from tests.fix_citus import ON_CITUS
 
 ROOT = Path(__file__).resolve().parents[1]
+
+Payloads = dict[tuple[str, int, int], Any]  # outbox payloads by (document, run, version)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -248,6 +253,14 @@ class InProcess:
     def deliver(self, *payload_list: dict[str, Any]) -> None:
         self.processor.run_batch([self.item(p) for p in payload_list])
 
+    def queue(self, *entries: dict[str, Any] | None, ahead: int = 1) -> list[int]:
+        """``entries`` through the lane that sends units ahead (consumers/queued.py), None
+        for a message with nothing to run; answers their indexes in the order done."""
+        done: list[int] = []
+        items = [(n, None if p is None else self.item(p)) for n, p in enumerate(entries)]
+        QueuedLane[int](self.processor, ahead).run(items, done.append)
+        return done
+
     def sweep(self) -> int:
         from handoff.consumers.units import sweep
 
@@ -262,3 +275,69 @@ class InProcess:
 @pytest.fixture
 def wire(effects_table: HandoffSettings) -> Wire:
     return Wire(effects_table, f"test.consumer.{uuid.uuid4().hex[:8]}")
+
+
+# -- in-process consumers over real handoffs (ordering, queued units) ----------------
+
+
+def record(event: Event, tx: HandoffTx) -> None:
+    tx.execute(
+        "INSERT INTO consumer_test.effects (tenant_id, consumer, event_id, document_id, run_id,"
+        " version, note, occurred_at) VALUES (%s, 'audit', %s, %s, %s, %s, %s, %s)",
+        (
+            event.tenant_id,
+            event.event_id,
+            event.document_id,
+            event.run_id,
+            event.version,
+            event.data.get("note"),
+            event.occurred_at,
+        ),
+    )
+
+
+@pytest.fixture
+def story(
+    service: Callable[..., Credential], tenant: str, admin: psycopg.Connection[Any]
+) -> Callable[[int], Payloads]:
+    """Document ``d`` created for worker, then progressed by worker to version ``n``."""
+    creator = service("creator", can_create=True)
+    worker = service("worker")
+
+    def make(versions: int, doc: str = "d") -> Payloads:
+        with HandoffClient.direct(creator) as c:
+            c.create(event_id=f"{doc}-1", document_id=doc, owner="worker", status="new")
+        with HandoffClient.direct(worker) as w:
+            for v in range(2, versions + 1):
+                w.emit(
+                    event_id=f"{doc}-{v}",
+                    event_type="routed",
+                    document_id=doc,
+                    next_owner="worker",
+                    status=f"step {v}",
+                    expected_version=v - 1,
+                )
+        return payloads(admin, tenant)
+
+    return make
+
+
+@pytest.fixture
+def audit(
+    service: Callable[..., Credential], effects_table: HandoffSettings, wire: Wire
+) -> Iterator[Callable[..., InProcess]]:
+    """An in-process consumer "audit" of every owner's created/routed/run-started events."""
+    opened: list[InProcess] = []
+    cred = service("audit")
+
+    def make(handler: Callable[[Event, HandoffTx], None] = record, **config: Any) -> InProcess:
+        app = Consumer("audit", cred, owner=None)
+        for event_type in ("created", "routed", "run-started"):
+            app.add_handler(event_type, handler)
+        consumer = InProcess(effects_table, app, wire, **config)
+        opened.append(consumer)
+        return consumer
+
+    yield make
+    for consumer in opened:
+        consumer.close()

@@ -21,7 +21,7 @@ import os
 import threading
 import time
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from functools import partial
 from typing import Any
@@ -43,6 +43,7 @@ from handoff.consumers.app import Consumer
 from handoff.consumers.decoding import Decoder, reader_schema
 from handoff.consumers.event import Position, built
 from handoff.consumers.failures import Category
+from handoff.consumers.queued import QueuedLane
 from handoff.consumers.settings import ConsumerSettings
 from handoff.consumers.units import Item, Processor, sweep
 from handoff.consumers.verdicts import Verdict
@@ -59,6 +60,7 @@ from handoff.core.errors import (
 from handoff.core.outage import Outage
 from handoff.core.retry import RetryPolicy
 from handoff.core.settings import HandoffSettings
+from handoff.telemetry import tracing
 
 log = logging.getLogger("handoff.consumers")
 
@@ -376,7 +378,51 @@ class Runtime:
             if not self.stopping.is_set():  # else a lane may have stopped short: redelivered
                 self._done(consumer, msgs, units=bool(every))
             return True
+        if self._queueing():
+            return self._queued(consumer, chunks, screened, decoder)
         return self._batches(consumer, chunks, screened, decoder)
+
+    def _queueing(self) -> bool:
+        """Batch 1 in one lane, units sent ahead (consumers/queued.py): not with tracing on,
+        where each unit's span and its rows' traceparent are made as it is sent alone."""
+        return (
+            self.config.batch_size == 1
+            and self._pool is None
+            and self.config.queue_ahead > 0
+            and self.processor.speculate
+            and not tracing.enabled()
+        )
+
+    def _queued(
+        self,
+        consumer: KafkaConsumer,
+        chunks: list[list[Message]],
+        screened: list[list[Position]],
+        decoder: Decoder,
+    ) -> bool:
+        """Batch 1, each event its own unit, sent while the one before it is in the database;
+        each message's offset stored once it and those before it are through."""
+        through = 0  # the chunks done: their offsets stored
+
+        def entries() -> Iterator[tuple[int, Item | None]]:
+            # From the first chunk not done: after an outage the rest is taken again.
+            for n in range(through, len(chunks)):
+                if self.stopping.is_set():
+                    return  # the rest is redelivered to whoever takes the partition
+                items = self._decode(screened[n], decoder)  # decoded while a unit runs
+                unit[n] = bool(items)
+                yield n, items[0] if items else None
+
+        def done(n: int) -> None:
+            nonlocal through
+            self._done(consumer, chunks[n], units=unit[n])
+            through = n + 1
+
+        unit = [False] * len(chunks)
+        # self.processor is looked up on each try: a reconnect replaces it.
+        return self._guarded(
+            lambda: QueuedLane[int](self.processor, self.config.queue_ahead).run(entries(), done)
+        )
 
     def _batches(
         self,

@@ -30,17 +30,27 @@ from handoff.consumers.event import Event, Position
 from handoff.consumers.failures import Category, HeldBack, describe
 from handoff.consumers.settings import ConsumerSettings
 from handoff.consumers.verdicts import Verdict
-from handoff.consumers.wrappers import Step, Unit, UnitWrapper, claimed, quarantined, retried
+from handoff.consumers.wrappers import (
+    OneEvent,
+    Step,
+    Unit,
+    UnitWrapper,
+    claimed,
+    quarantined,
+    retried,
+)
 from handoff.core import guards_sql as guards
 from handoff.core.db import raise_if_lost
 from handoff.core.errors import (
     DatabaseUnavailable,
     EventNotClaimed,
     MalformedEvent,
+    NotQueueable,
     UnitRolledBack,
 )
 from handoff.core.tx import HandoffTx, transact
-from handoff.core.wire import json_text
+from handoff.core.unit_queue import UnitQueue
+from handoff.core.wire import Statement, json_text
 from handoff.telemetry import logs, tracing
 
 log = logging.getLogger("handoff.consumers")
@@ -111,10 +121,21 @@ class Processor:
         for wrap in reversed(unit_wrappers):
             unit = wrap(unit)
         self._unit = unit
+        self.speculate = speculate
         through = claimed(self._step, self._claimed_unit) if speculate else self._step
         self._through = self._timed(through)
-        self._one = quarantined(
-            retried(self._through, self.policy, sleep=sleep, on_retry=self._retrying,
+        self._one = self._one_event(self._through, sleep)
+        # Verdict first from the start: an event whose queued claim refused it.
+        self._verdict_first = self._one_event(self._timed(self._step), sleep)
+        # Handlers whose unit could not be queued (they read): consumers/queued.py.
+        self._unqueueable: set[str] = set()
+        # The connection's queue of units sent ahead: one per session, which holds the
+        # queue's prepared statements.
+        self.unit_queue = UnitQueue(conn)
+
+    def _one_event(self, through: Step, sleep: Callable[[float], None]) -> OneEvent:
+        return quarantined(
+            retried(through, self.policy, sleep=sleep, on_retry=self._retrying,
                     lost=self._raise_if_lost),
             self.quarantine,
         )  # fmt: skip
@@ -212,7 +233,7 @@ class Processor:
             # Whether the handler failed an event it was to apply (a real
             # attempt) or one the guard would have kept from it: the claim,
             # if still unsent, tells.
-            if not _unclaimed(exc):
+            if not unclaimed(exc):
                 try:
                     tx.flush()
                 except EventNotClaimed:
@@ -315,7 +336,7 @@ class Processor:
         except Exception as exc:
             # UnitRolledBack: a handler swallowed an error, perhaps the claim's;
             # the long way tells which.
-            if not (_unclaimed(exc) or isinstance(exc, UnitRolledBack)):
+            if not (unclaimed(exc) or isinstance(exc, UnitRolledBack)):
                 raise  # the handler failed an event it was to apply: an attempt
         # Not to be applied now (a duplicate, a stale or parked event, a gap).
         metrics.UNCLAIMED.labels(self.app.name).inc()
@@ -347,17 +368,62 @@ class Processor:
             # The handler call that failed the batch counts as a delivery.
             self.run_one(item, spent=1 if item is culprit else 0)
 
-    def run_one(self, item: Item, *, spent: int = 0) -> Verdict:
+    def run_one(
+        self, item: Item, *, spent: int = 0, failed: Exception | None = None, claim: bool = True
+    ) -> Verdict:
         """One event, retried by its failure class; quarantined when retries cannot help.
 
         Answers what became of it: a verdict of the guard, ``WAITING`` or
-        ``QUARANTINED``.
+        ``QUARANTINED``. ``failed``: its first attempt here already ran and failed so
+        (a queued unit's); ``claim`` False: the verdict first from the start (a queued
+        claim refused it).
         """
+        one = self._one if claim else self._verdict_first
         with logs.bound(consumer=self.app.name, tenant=self.tenant, **_log_fields(item)):
-            verdict = self._one(item, spent)
+            verdict = one(item, spent, failed)
         if verdict not in (Verdict.WAITING, Verdict.QUARANTINED):  # quarantine() counts its own
             self._count([verdict])
         return verdict
+
+    # -- units sent ahead (consumers/queued.py) ----------------------------------------
+
+    def queued_unit(self, item: Item) -> list[Statement] | None:
+        """``item``'s claimed unit as the statements to send ahead, its handler run; None
+        when its handler uses the connection (a read, an effect intent): its events then
+        go the usual way, and so do the handler's later ones.
+
+        A handler that raises is not caught here: whether the event was to be applied is
+        not known yet, and the usual way (``run_one``) runs it again and counts it.
+        """
+        assert item.event is not None and self.speculate
+        handler = self.app.handlers.get(item.event.event_type)
+        if handler is None or handler.name in self._unqueueable:
+            return None
+        tx = HandoffTx(self.conn, self.tenant, queued=True)
+        try:
+            with logs.bound(consumer=self.app.name, tenant=self.tenant, **_log_fields(item)):
+                self.claim_unit(tx, item)
+        except NotQueueable:
+            self._unqueueable.add(handler.name)
+            log.info("%s: handler %s reads in its unit: its events are not sent ahead",
+                     self.app.name, handler.name)  # fmt: skip
+            return None
+        return tx.statements()
+
+    def after_queued(self, item: Item, error: Exception | None, seconds: float) -> None:
+        """What became of ``item``'s unit sent ahead (``error``, or None once committed,
+        ``seconds`` after it was sent): counted as the usual way counts it, or the event
+        goes the usual way now, verdict first when the claim refused it."""
+        if error is None:
+            metrics.UNIT_SECONDS.labels(self.app.name).observe(seconds)
+            self._count([Verdict.APPLY])
+            return
+        self._raise_if_lost(error)  # the runtime reconnects and takes the rest again
+        if unclaimed(error) or isinstance(error, UnitRolledBack):
+            metrics.UNCLAIMED.labels(self.app.name).inc()
+            self.run_one(item, claim=False)
+        else:  # an attempt of the event's, as if made the usual way
+            self.run_one(item, failed=error)
 
     def _retrying(self, item: Item, attempts: int, category: Category, exc: Exception) -> None:
         metrics.RETRIES.labels(self.app.name, category.value).inc()
@@ -383,7 +449,7 @@ class Processor:
             metrics.EVENTS.labels(self.app.name, outcome).inc(n)
 
 
-def _unclaimed(exc: BaseException | None) -> bool:
+def unclaimed(exc: BaseException | None) -> bool:
     """The claim refused the event, whatever the handler made of that error."""
     while exc is not None:
         if isinstance(exc, EventNotClaimed):

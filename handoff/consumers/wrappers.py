@@ -25,7 +25,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from handoff.consumers.failures import Category, classify, describe
 from handoff.consumers.verdicts import Verdict
@@ -43,8 +43,14 @@ Unit = Callable[["HandoffTx", list["Item"], bool], list[Verdict]]
 UnitWrapper = Callable[[Unit], Unit]
 # A batch through its own transaction(s).
 Step = Callable[[list["Item"], bool], list[Verdict]]
-# One event through, counting the deliveries already spent on it.
-OneEvent = Callable[["Item", int], Verdict]
+
+
+class OneEvent(Protocol):
+    """One event through, counting the deliveries already spent on it; ``failed``: the
+    first of its attempts here already ran elsewhere (a queued unit, consumers/queued.py)
+    and failed so."""
+
+    def __call__(self, item: Item, spent: int, failed: Exception | None = None) -> Verdict: ...
 
 
 class GaveUp(Exception):
@@ -83,25 +89,28 @@ def retried(
     reconnects and takes the batch again; that is no attempt of the event's).
     """
 
-    def run(item: Item, spent: int) -> Verdict:
+    def run(item: Item, spent: int, failed: Exception | None = None) -> Verdict:
         deadline = time.monotonic() + policy.budget_s
         attempts = spent
         while True:
             attempts += 1
-            try:
-                return step([item], item.expired)[0]
-            except DatabaseUnavailable:
-                raise
-            except Exception as exc:
-                lost(exc)
-                category, retryable = classify(exc)
-                wait = policy.delay(attempts)
-                more = retryable and attempts < policy.attempts
-                if more and time.monotonic() + wait <= deadline:
-                    on_retry(item, attempts, category, exc)
-                    sleep(wait)
-                    continue
-                raise GaveUp(category, describe(exc), attempts) from exc
+            if failed is None:
+                try:
+                    return step([item], item.expired)[0]
+                except DatabaseUnavailable:
+                    raise
+                except Exception as exc:
+                    failed = exc
+            lost(failed)
+            category, retryable = classify(failed)
+            wait = policy.delay(attempts)
+            more = retryable and attempts < policy.attempts
+            if more and time.monotonic() + wait <= deadline:
+                on_retry(item, attempts, category, failed)
+                sleep(wait)
+                failed = None
+                continue
+            raise GaveUp(category, describe(failed), attempts) from failed
 
     return run
 
@@ -109,12 +118,12 @@ def retried(
 def quarantined(one: OneEvent, quarantine: Callable[[Item, Category, str, int], None]) -> OneEvent:
     """An event that cannot be decoded, or gave up, is set aside for a person."""
 
-    def run(item: Item, spent: int) -> Verdict:
+    def run(item: Item, spent: int, failed: Exception | None = None) -> Verdict:
         if item.malformed is not None:
             quarantine(item, Category.MALFORMED, describe(item.malformed), 1)
             return Verdict.QUARANTINED
         try:
-            return one(item, spent)
+            return one(item, spent, failed)
         except GaveUp as gave:
             quarantine(item, gave.category, gave.error, gave.attempts)
             return Verdict.QUARANTINED

@@ -155,6 +155,17 @@ def translated(*, sent: bool = True) -> Iterator[None]:
         raise error from exc
 
 
+def translation(exc: psycopg.Error) -> Exception:
+    """What ``translated`` raises for ``exc``, as a value: for an error read from a result
+    rather than raised by a call (a queued unit's, core/unit_queue.py)."""
+    try:
+        with translated():
+            raise exc
+    except Exception as error:  # handed back, not handled
+        return error
+    raise AssertionError("translated() always raises")  # pragma: no cover
+
+
 def _driver_error(exc: psycopg.Error, *, sent: bool) -> HandoffError | None:
     """PostgreSQL's and the driver's own errors in Handoff's terms, where there are some."""
     if isinstance(exc, psycopg.DataError):  # SQLSTATE class 22: a value the request carried

@@ -163,6 +163,12 @@ class UnitRolledBack(HandoffError):
     unit went on. PostgreSQL would answer that COMMIT with a rollback; nothing was kept."""
 
 
+class NotQueueable(HandoffError):
+    """A unit being made to be sent ahead (core/unit_queue.py) needed the connection now:
+    a read whose result it uses, or a call that uses the connection itself. The unit is
+    made again and sent the usual way."""
+
+
 class Unavailable(HandoffError):
     """The server or database could not be reached; nothing was sent, retry freely."""
 

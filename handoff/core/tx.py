@@ -54,7 +54,7 @@ from handoff.core.models import (
     validated,
 )
 from handoff.core.retry import CONFLICTS, RetryPolicy
-from handoff.core.wire import Wire
+from handoff.core.wire import Statement, Wire
 
 T = TypeVar("T")
 
@@ -105,7 +105,12 @@ class HandoffTx(Calls[Receipt | Rejection]):
     """One open unit on a connection logged in as a service's own role."""
 
     def __init__(
-        self, conn: psycopg.Connection[Any], tenant: str | None = None, trace: str | None = None
+        self,
+        conn: psycopg.Connection[Any],
+        tenant: str | None = None,
+        trace: str | None = None,
+        *,
+        queued: bool = False,
     ) -> None:
         self.conn = conn
         # The service's tenant, when the caller knows it (a consumer does): every call
@@ -114,7 +119,9 @@ class HandoffTx(Calls[Receipt | Rejection]):
         self.tenant = tenant
         # ``trace``: the W3C traceparent of the span this unit runs in, when there is a
         # sampled one; the rows the unit writes carry it (telemetry/tracing.py).
-        self._wire = Wire(conn, trace)
+        # ``queued``: nothing is sent; ``statements`` answers what the unit would send, to
+        # go ahead of its turn (core/unit_queue.py). A read raises NotQueueable.
+        self._wire = Wire(conn, trace, queued=queued)
         # None: every effect and workflow start this consumer declares. A
         # replay sets the manifest's list: anything else is recorded as
         # skipped and never reaches an executor.
@@ -336,6 +343,10 @@ class HandoffTx(Calls[Receipt | Rejection]):
         self._wire.begin()
         return False
 
+    def statements(self) -> list[Statement]:
+        """A queued unit's statements (its deferred writes), to be sent as one transaction."""
+        return self._wire.statements()
+
     def commit(self) -> None:
         """Commit now. A lost connection here means the outcome is unknown."""
         self._active()
@@ -352,7 +363,7 @@ class HandoffTx(Calls[Receipt | Rejection]):
         self._wire.discard()
         if self.status is TxStatus.ACTIVE:
             self.status = TxStatus.ROLLED_BACK
-            if not self.conn.closed:
+            if not (self.conn.closed or self._wire.queued):  # a queued unit sent nothing
                 self.conn.rollback()
 
 

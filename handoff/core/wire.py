@@ -32,6 +32,7 @@ from psycopg.types.json import Jsonb
 
 from handoff.core.db import translated
 from handoff.core.emit_sql import SET_TRACE
+from handoff.core.errors import NotQueueable
 
 Statement = tuple[str, Any]  # a query and its parameters
 # A deferred write: a statement and its rows, or ((table, columns), rows) to append.
@@ -43,10 +44,16 @@ class Wire:
 
     ``trace``: a traceparent for the unit's rows (core/emit_sql.py SET_TRACE), set in
     the message that carries BEGIN, so a traced unit costs no round trip more.
+    ``queued``: nothing is sent; the unit's statements are collected (``statements``)
+    to be sent ahead (core/unit_queue.py), and whatever would use the connection now
+    raises ``NotQueueable`` before it does.
     """
 
-    def __init__(self, conn: psycopg.Connection[Any], trace: str | None = None) -> None:
+    def __init__(
+        self, conn: psycopg.Connection[Any], trace: str | None = None, *, queued: bool = False
+    ) -> None:
         self.conn = conn
+        self.queued = queued
         # False until BEGIN is sent, on an autocommit connection.
         self.begun = not conn.autocommit
         self._writes: list[Deferred] = []
@@ -60,6 +67,7 @@ class Wire:
 
     def execute(self, query: LiteralString, params: Any) -> psycopg.Cursor[Any]:
         """``query`` now, after the deferred writes (its result may depend on them)."""
+        self._sending()
         if self.begun:
             self._flush()
         return self.now(query, params)
@@ -67,6 +75,7 @@ class Wire:
     def now(self, query: LiteralString, params: Any) -> psycopg.Cursor[Any]:
         """``query`` now, the deferred writes left for later; before BEGIN, one message
         with BEGIN and them."""
+        self._sending()
         if not self.begun:
             return self._simple([*self._begin, *self._bound(), (query, params)])
         with translated():
@@ -74,11 +83,13 @@ class Wire:
 
     def begin(self) -> None:
         """BEGIN now (with the deferred writes), for a call that uses the connection itself."""
+        self._sending()
         if not self.begun:
             self._simple([*self._begin, *self._bound()])
 
     def flush(self) -> None:
         """Send the deferred writes now (with BEGIN, if the unit sends its own)."""
+        self._sending()
         if self.begun:
             self._flush()
         else:
@@ -99,6 +110,7 @@ class Wire:
 
     def commit(self) -> None:
         """The deferred writes and COMMIT (with BEGIN, if nothing was sent yet)."""
+        self._sending()
         if self.conn.autocommit:
             writes = self._bound()
             if self.begun or writes:  # else nothing was sent: nothing to commit
@@ -107,6 +119,14 @@ class Wire:
             self._flush()
             with translated():
                 self.conn.commit()
+
+    def statements(self) -> list[Statement]:
+        """A queued unit's statements, to be sent as one transaction; none left deferred."""
+        return self._bound()
+
+    def _sending(self) -> None:
+        if self.queued:
+            raise NotQueueable("this unit is being queued; it cannot use the connection now")
 
     def discard(self) -> None:
         """Forget the deferred writes (the unit rolls back)."""

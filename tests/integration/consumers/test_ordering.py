@@ -19,72 +19,15 @@ from handoff.core import HandoffClient, HandoffTx
 from handoff.core.identity import Credential
 from handoff.core.quarantine import request_retry
 from handoff.core.settings import HandoffSettings
-from tests.fix_consumer import InProcess, Wire, effects, payloads, quarantined
-
-Payloads = dict[tuple[str, int, int], Any]
-
-
-def record(event: Event, tx: HandoffTx) -> None:
-    tx.execute(
-        "INSERT INTO consumer_test.effects (tenant_id, consumer, event_id, document_id, run_id,"
-        " version, note, occurred_at) VALUES (%s, 'audit', %s, %s, %s, %s, %s, %s)",
-        (
-            event.tenant_id,
-            event.event_id,
-            event.document_id,
-            event.run_id,
-            event.version,
-            event.data.get("note"),
-            event.occurred_at,
-        ),
-    )
-
-
-@pytest.fixture
-def story(
-    service: Callable[..., Credential], tenant: str, admin: psycopg.Connection[Any]
-) -> Callable[[int], Payloads]:
-    """Document ``d`` created for worker, then progressed by worker to version ``n``."""
-    creator = service("creator", can_create=True)
-    worker = service("worker")
-
-    def make(versions: int, doc: str = "d") -> Payloads:
-        with HandoffClient.direct(creator) as c:
-            c.create(event_id=f"{doc}-1", document_id=doc, owner="worker", status="new")
-        with HandoffClient.direct(worker) as w:
-            for v in range(2, versions + 1):
-                w.emit(
-                    event_id=f"{doc}-{v}",
-                    event_type="routed",
-                    document_id=doc,
-                    next_owner="worker",
-                    status=f"step {v}",
-                    expected_version=v - 1,
-                )
-        return payloads(admin, tenant)
-
-    return make
-
-
-@pytest.fixture
-def audit(
-    service: Callable[..., Credential], effects_table: HandoffSettings, wire: Wire
-) -> Iterator[Callable[..., InProcess]]:
-    """An in-process consumer "audit" of every owner's created/routed/run-started events."""
-    opened: list[InProcess] = []
-    cred = service("audit")
-
-    def make(handler: Callable[[Event, HandoffTx], None] = record, **config: Any) -> InProcess:
-        app = Consumer("audit", cred, owner=None)
-        for event_type in ("created", "routed", "run-started"):
-            app.add_handler(event_type, handler)
-        consumer = InProcess(effects_table, app, wire, **config)
-        opened.append(consumer)
-        return consumer
-
-    yield make
-    for consumer in opened:
-        consumer.close()
+from tests.fix_consumer import (
+    InProcess,
+    Payloads,
+    Wire,
+    effects,
+    payloads,
+    quarantined,
+    record,
+)
 
 
 def versions(admin: psycopg.Connection[Any], tenant: str) -> list[tuple[int, int]]:

@@ -102,6 +102,25 @@ def test_kill_9_mid_batch_then_restart_loses_nothing_and_doubles_nothing(
     _killed_midway_then_restarted(consumers, review, admin, tenant, 300, "--batch-size", "50")
 
 
+def test_kill_9_with_units_sent_ahead_at_batch_1_loses_nothing_and_doubles_nothing(
+    relays: Relays,
+    consumers: Consumers,
+    service: Callable[..., Credential],
+    admin: psycopg.Connection[Any],
+    tenant: str,
+) -> None:
+    """Batch 1 in one lane sends each unit while the one before it runs (consumers/queued.py):
+    killed with units queued and their offsets not stored, restarted, each event once."""
+    creator, review = service("creator", can_create=True), service("review")
+    _create(creator, 300)
+    relays.run_once()
+    again = _killed_midway_then_restarted(
+        consumers, review, admin, tenant, 300, "--batch-size", "1", TEST_CONSUMER_DEFERRED="1"
+    )
+    assert "not sent ahead" not in consumers.log_of(), "its units should have gone ahead"
+    assert again.poll() is None
+
+
 def _suppresses_duplicates(consumers: Consumers, proc: subprocess.Popen[bytes]) -> bool:
     """Within 30 s the process's metrics count a redelivered event suppressed by the guard."""
     return wait_until(
@@ -118,15 +137,16 @@ def _killed_midway_then_restarted(
     tenant: str,
     total: int,
     *args: str,
+    **env: str,
 ) -> subprocess.Popen[bytes]:
     """A slow consumer killed (-9) after a fifth of ``total``, and its restart: all once."""
-    slow = consumers.start("review", review, *args, TEST_CONSUMER_SLEEP_S="0.01")
+    slow = consumers.start("review", review, *args, TEST_CONSUMER_SLEEP_S="0.01", **env)
     wait_effects(admin, tenant, total // 5)
     slow.send_signal(signal.SIGKILL)  # mid-unit: a unit is open, offsets lag behind
     slow.wait(10)
     done = len(effects(admin, tenant))
     assert 0 < done < total, done
-    again = consumers.start("review", review, *args)
+    again = consumers.start("review", review, *args, **env)
     wait_effects(admin, tenant, total)
     exactly_once(admin, tenant, total)
     return again
@@ -330,6 +350,12 @@ def test_header_filter_skips_without_decoding_and_malformed_bytes_are_quarantine
 
 
 @pytest.mark.disruptive
+@pytest.mark.parametrize(
+    ("batch", "deferred"),
+    # Batched; and batch 1 with its units sent ahead (consumers/queued.py), the connection
+    # lost with units queued on it.
+    [("20", ""), ("1", "1")],
+)
 def test_a_database_restart_under_a_running_consumer_delays_work_and_loses_none(
     relays: Relays,
     consumers: Consumers,
@@ -337,11 +363,14 @@ def test_a_database_restart_under_a_running_consumer_delays_work_and_loses_none(
     admin: psycopg.Connection[Any],
     tenant: str,
     local_stack: LocalStack,
+    batch: str,
+    deferred: str,
 ) -> None:
     creator, review = service("creator", can_create=True), service("review")
     _create(creator, 200)
     relays.run_once()
-    proc = consumers.start("review", review, "--batch-size", "20", TEST_CONSUMER_SLEEP_S="0.01")
+    proc = consumers.start("review", review, "--batch-size", batch, TEST_CONSUMER_SLEEP_S="0.01",
+                           TEST_CONSUMER_DEFERRED=deferred)  # fmt: skip
     wait_effects(admin, tenant, 40)
     admin.close()
     local_stack.down(["postgres"])  # mid-stream: units fail, the connection is gone

@@ -1,0 +1,146 @@
+"""Batch 1 in one lane, each event's unit sent while the one before it is in the database.
+
+At batch 1 every event is a unit of its own: its claim, its handler's writes
+and the commit. Sent one after another, each unit waits for the one before
+it to come back, so the database waits on the consumer's Python (polling,
+decoding, the handler) and the consumer waits on the database's work and
+the commit's flush. Here the consumer keeps ``queue_ahead`` units queued
+behind the one the database is on (core/unit_queue.py): the database goes
+from one commit straight to the next unit, and the consumer makes the next
+unit meanwhile. Each unit stays its own transaction.
+
+What does not change:
+
+- **Offsets**: an event's offset is stored once it and every event before it
+  are through, in order. A crash with units queued redelivers them; the guard
+  makes those that had committed duplicates.
+- **A document's order**: an event is not sent while one of its document's is
+  still queued; it waits for that one's outcome.
+- **Failures**: a unit the claim refused (a duplicate, a stale or parked event,
+  a gap) is taken verdict first, as a refused claim always is; a unit that
+  failed counts as the event's first attempt, and retries and quarantine go
+  on from there (``Processor.after_queued``). The units queued behind a failed
+  one are read first, so that the connection is free for it.
+- **Handlers that read** in their unit (``tx.execute``, an emit that waits for
+  its receipt, an effect intent or a workflow start) need the connection while
+  their unit is being made: their events go the usual way, one after another
+  (``Processor.queued_unit`` learns it once per handler). A handler written
+  with ``tx.append``/``tx.write`` and ``hand_on(..., wait=False)`` is queued.
+
+A handler runs before the outcome of the units ahead of it is known, as it
+runs before its own claim's verdict at batch 1 (units.py ``claim_unit``): it
+must not do anything outside its unit that it would regret doing twice, as
+any handler whose unit may be retried.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import deque
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Generic, TypeVar
+
+from handoff.consumers.units import Item, Processor
+from handoff.core.db import raise_if_lost
+from handoff.core.wire import Statement
+
+log = logging.getLogger("handoff.consumers")
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+
+@dataclass
+class _Sent(Generic[T]):
+    item: Item
+    document: str
+    at: float
+    # Done once this unit is through: its own tag, and those of the entries with
+    # nothing to run that came after it (their offsets wait for it).
+    tags: list[T] = field(default_factory=list)
+
+
+class QueuedLane(Generic[T]):
+    """``processor``'s events at batch 1, ``ahead`` units queued behind the one running."""
+
+    def __init__(self, processor: Processor, ahead: int) -> None:
+        self.processor = processor
+        self.ahead = ahead
+        self._queue = processor.unit_queue
+        self._sent: deque[_Sent[T]] = deque()
+        self._done: Callable[[T], None] = lambda _tag: None
+
+    def run(self, entries: Iterable[tuple[T, Item | None]], done: Callable[[T], None]) -> None:
+        """Each entry's event through (None: nothing to run, such as a filtered message),
+        then ``done(tag)``, in the entries' order. A lost connection raises
+        DatabaseUnavailable; the entries not yet done are to be taken again."""
+        self._done = done
+        for tag, item in entries:
+            self._take(tag, item)
+        self._settle(0)
+
+    def _take(self, tag: T, item: Item | None) -> None:
+        if item is None or item.event is None:
+            if item is not None:  # undecodable: quarantined the usual way, in turn
+                self._settle(0)
+                self.processor.run_one(item)
+            elif self._sent:
+                self._sent[-1].tags.append(tag)
+                return
+            self._done(tag)
+            return
+        document = item.event.document_id
+        try:
+            statements = self.processor.queued_unit(item)
+        except Exception as exc:  # the handler failed: the usual way runs it again, counted
+            log.debug("%s: not sent ahead: %s", self.processor.app.name, exc)
+            statements = None
+        if statements is not None and any(sent.document == document for sent in self._sent):
+            self._settle(0)  # this document's earlier event first
+        if statements is not None and self._sent_ahead(statements):
+            self._sent.append(_Sent(item, document, time.perf_counter(), [tag]))
+            self._settle(self.ahead)
+            return
+        self._settle(0)
+        self.processor.run_one(item)
+        self._done(tag)
+
+    def _sent_ahead(self, statements: list[Statement]) -> bool:
+        """Queued; False for a unit that could not be (a value that does not bind)."""
+        try:
+            self._queue.send(statements)
+        except Exception as exc:
+            raise_if_lost(self.processor.conn, exc)  # the runtime reconnects
+            log.debug("%s: not sent ahead: %s", self.processor.app.name, exc)
+            return False
+        return True
+
+    def _settle(self, keep: int) -> None:
+        """Read outcomes, oldest first, until ``keep`` units are left queued."""
+        while len(self._sent) > keep:
+            sent = self._sent.popleft()
+            error = self._read(self._queue.outcome)
+            if error is None:
+                self._through(sent, None)
+                continue
+            # Its usual way needs the connection: what is queued behind it is read first.
+            behind = list(self._sent)
+            self._sent.clear()
+            errors = self._read(self._queue.outcomes)
+            self._through(sent, error)
+            for later, later_error in zip(behind, errors, strict=True):
+                self._through(later, later_error)
+
+    def _read(self, read: Callable[[], R]) -> R:
+        try:
+            return read()
+        except Exception as exc:
+            raise_if_lost(self.processor.conn, exc)  # the runtime reconnects
+            raise
+
+    def _through(self, sent: _Sent[T], error: Exception | None) -> None:
+        self.processor.after_queued(sent.item, error, time.perf_counter() - sent.at)
+        for tag in sent.tags:
+            self._done(tag)
