@@ -257,6 +257,10 @@ def bench_consumer(events: int, batch_size: int, rate: float, seconds: float) ->
          f"{r.single.rss_mb:.0f}",
          f"{r.single.per_s / r.guarded_tps:.2f}x the guarded unit (target >= 0.9x), "
          f"{r.single.per_s / r.python_tps:.2f}x its Python client; {_cpu_note(r.single)}"],
+        ["handoff consume, batch 1, each unit sent once the one before committed",
+         r.alone.per_s, f"{r.alone.per_s / r.bare.per_s:.2f}x", f"{r.alone.rss_mb:.0f}",
+         f"{r.alone.per_s / r.guarded_tps:.2f}x the guarded unit (QUEUE_AHEAD=0; sent ahead: "
+         f"{r.single.per_s / r.alone.per_s:.2f}x this); {_cpu_note(r.alone)}"],
         [f"handoff consume, batch 1, {r.concurrency} lanes", r.lanes.per_s,
          f"{r.lanes.per_s / r.bare.per_s:.2f}x", f"{r.lanes.rss_mb:.0f}",
          f"{r.lanes.per_s / r.guarded_tps:.2f}x the guarded unit; {_cpu_note(r.lanes)}"],

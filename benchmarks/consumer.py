@@ -5,8 +5,10 @@
 - batched / batch 1: ``handoff consume`` processes with a one-INSERT local
   effect, guard, ordering and offsets included; rate from the effects' own
   commit-side timestamps (group join and start-up excluded); peak RSS sampled;
-  batch 1 once with one unit in flight and once with ``--concurrency``
-  lanes (units of different documents overlapping, each its own transaction);
+  batch 1 in one lane with its units sent ahead (the default), the same with
+  each unit sent once the one before it committed (``QUEUE_AHEAD=0``), and
+  with ``--concurrency`` lanes (units of different documents overlapping,
+  each its own transaction);
 - pgbench: one client running a one-INSERT transaction on the same server,
   the floor a batch-1 consumer (one transaction per event) is compared with,
   and one running the guarded one-event unit (the database's share of batch 1);
@@ -56,8 +58,8 @@ from handoff.core.settings import HandoffSettings
 from handoff.core.wire import Wire
 
 Progress = Callable[[str], None]
-SERVICES = ("creator", "bench-batched", "bench-single", "bench-lanes", "bench-hop", "bench-next",
-            "bench-pg")  # fmt: skip
+SERVICES = ("creator", "bench-batched", "bench-single", "bench-alone", "bench-lanes", "bench-hop",
+            "bench-next", "bench-pg")  # fmt: skip
 LANES = 4  # batch 1's units in flight at once in the lanes run
 
 # The guarded unit of one event as a C client runs it: the database's share of
@@ -112,6 +114,7 @@ class ConsumerResult:
     bare: Run
     batched: Run
     single: Run
+    alone: Run  # batch 1, one lane, each unit sent once the one before it committed
     lanes: Run
     concurrency: int
     batch_size: int
@@ -224,7 +227,7 @@ class Bench:
 
     def guarded(
         self, name: str, topic: str, events: int, batch_size: int, concurrency: int = 1,
-        pids: dict[str, int | None] | None = None,
+        pids: dict[str, int | None] | None = None, **env: str,
     ) -> Run:  # fmt: skip
         """``handoff consume`` until it has applied every event; rate from its effects.
 
@@ -240,7 +243,7 @@ class Bench:
                  "--topic", topic, "--batch-size", str(batch_size),
                  "--concurrency", str(concurrency), "--idle-exit", "3"],
                 env=self.env(BENCH_CONSUMER=name,
-                              HANDOFF_CONSUMER_CREDENTIAL=self.creds[name].token),
+                              HANDOFF_CONSUMER_CREDENTIAL=self.creds[name].token, **env),
                 stdout=subprocess.DEVNULL,
                 stderr=log,
             )  # fmt: skip
@@ -348,6 +351,9 @@ def run(
         batched = bench.guarded("bench-batched", topic, events, batch_size, pids=stack_pids)
         progress("  handoff consume, batch 1…")
         single = bench.guarded("bench-single", topic, events, 1, pids=stack_pids)
+        progress("  handoff consume, batch 1, each unit sent once the one before committed…")
+        alone = bench.guarded("bench-alone", topic, events, 1, pids=stack_pids,
+                              HANDOFF_CONSUMER_QUEUE_AHEAD="0")  # fmt: skip
         progress(f"  handoff consume, batch 1, {LANES} lanes…")
         lanes = bench.guarded("bench-lanes", topic, events, 1, LANES, pids=stack_pids)
         progress("  pgbench, one-INSERT transaction, one client…")
@@ -362,7 +368,8 @@ def run(
         progress("  removing what the benchmark created…")
         bench.clean()
     return ConsumerResult(
-        bare, batched, single, lanes, LANES, batch_size, insert.tps, insert.p50_ms, insert.p99_ms,
+        bare, batched, single, alone, lanes, LANES, batch_size,
+        insert.tps, insert.p50_ms, insert.p99_ms,
         guarded.tps, guarded.p50_ms, guarded.p99_ms, python_tps,
         hopped,
     )  # fmt: skip
