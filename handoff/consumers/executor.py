@@ -32,6 +32,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from functools import partial
 from typing import Any, LiteralString, TypeVar
 
 import psycopg
@@ -324,6 +325,11 @@ class Executor:
                 tx.rejections[rejected].raise_()
             return True
 
+        if outcome_fn is None and self.records is not None:
+            # The record alone, with the other executors' answers: not waited for.
+            self.records.record_later(record, self.record_many, self._record_one,
+                                      partial(self._settled, c, state))  # fmt: skip
+            return
         try:
             if outcome_fn is None:  # the record alone: one statement
                 recorded = self._recorded(record)
@@ -349,6 +355,17 @@ class Executor:
         self._count(c, state if recorded else "fenced")
 
     # -- records -------------------------------------------------------------------
+
+    def _settled(self, c: Claimed, state: str, result: bool | BaseException) -> None:
+        """How an answer recorded later went (records.py ``record_later``): counted; one
+        that could not be recorded stays submitted, and once its lease runs out the next
+        executor asks the provider for it by its key and records that (never sent twice)."""
+        if isinstance(result, BaseException):
+            self._count(c, "unrecorded")
+            log.warning("%s: intent %d: its answer (%s) was not recorded (%s); it is looked up "
+                        "once its lease runs out", self.app.name, c.id, state, result)  # fmt: skip
+            return
+        self._count(c, state if result else "fenced")
 
     @staticmethod
     def _record_params(

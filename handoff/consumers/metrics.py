@@ -46,7 +46,8 @@ EFFECTS = Counter(
     "handoff_effects_total",
     "Effect attempts and lookups by result: succeeded, failed, unknown, not_reached, "
     "reconciled (a lookup found it), absent (a lookup found nothing), lookup_failed, "
-    "unresolved (handed to a person), fenced (the lease was taken over)",
+    "unresolved (handed to a person), fenced (the lease was taken over), unrecorded (the "
+    "answer could not be recorded: its lease runs out and a lookup records it)",
     ["consumer", "effect", "result"],
 )
 PROVIDER_SECONDS = Histogram(
@@ -75,7 +76,7 @@ EFFECTS_OLDEST_OPEN = Gauge(
 # Every result the executors count (executor.py, _count).
 EFFECT_RESULTS = (
     "succeeded", "failed", "unknown", "not_reached", "reconciled", "absent", "lookup_failed",
-    "unresolved", "fenced",
+    "unresolved", "fenced", "unrecorded",
 )  # fmt: skip
 
 

@@ -180,3 +180,56 @@ def test_with_fake_calls_a_lost_connection_fails_every_answer_of_its_batch() -> 
     found = _record_all(group, fake, ["a", "b", "c"])
     assert found["a"] is True  # alone: sent by itself before the connection went
     assert all(isinstance(found[p], DatabaseUnavailable) for p in ("b", "c"))
+
+
+def test_with_fake_calls_answers_recorded_later_do_not_wait_and_none_is_left_behind() -> None:
+    """record_later: the first caller sends (and is held); the others queue and go on at
+    once; when the first lets go it sends what queued meanwhile, each answer settled."""
+    fake = FakeRecorder()
+    group: RecordGroup[str] = RecordGroup()
+    settled: dict[str, Any] = {}
+    returned: list[str] = []
+
+    def later(p: str) -> None:
+        group.record_later(p, fake.many, fake.one, lambda result: settled.__setitem__(p, result))
+        returned.append(p)
+
+    first = threading.Thread(target=later, args=("a",))
+    first.start()
+    assert fake.entered.wait(10)  # "a" is in flight, held
+    for p in ("b", "fenced", "bad"):
+        later(p)  # queued behind it: back at once, nothing sent by these callers
+    assert returned == ["b", "fenced", "bad"] and settled == {}
+    fake.go.set()
+    first.join(10)
+    # "a" alone; then the three queued meanwhile, in one batch that fails on "bad",
+    # then one at a time.
+    assert fake.batches == [["a"], ["b", "fenced", "bad"], ["b"], ["fenced"], ["bad"]]
+    assert settled["a"] is True and settled["b"] is True and settled["fenced"] is False
+    assert isinstance(settled["bad"], ValueError)
+    assert returned[-1] == "a"
+
+
+def test_with_fake_calls_an_answer_recorded_later_behind_a_waiting_record_is_sent_too() -> None:
+    """A record that waits for its answer and one that does not, queued together: the
+    waiting caller's batch carries both, and each is settled as it went."""
+    fake = FakeRecorder()
+    group: RecordGroup[str] = RecordGroup()
+    settled: dict[str, Any] = {}
+    found: dict[str, Any] = {}
+
+    def waits(p: str) -> None:
+        found[p] = group.record(p, fake.many, fake.one)
+
+    first = threading.Thread(target=waits, args=("a",))
+    first.start()
+    assert fake.entered.wait(10)
+    group.record_later("b", fake.many, fake.one, lambda r: settled.__setitem__("b", r))
+    waiting = threading.Thread(target=waits, args=("c",))
+    waiting.start()
+    time.sleep(0.05)  # "c" is queued behind "a" too
+    fake.go.set()
+    first.join(10)
+    waiting.join(10)
+    assert fake.batches == [["a"], ["b", "c"]]
+    assert found == {"a": True, "c": True} and settled == {"b": True}

@@ -108,6 +108,49 @@ def test_a_killed_executors_claim_is_recovered_after_its_lease_with_one_charge(
     assert ev["order"][0]["status"] == "paid"
 
 
+def test_answers_recorded_without_waiting_survive_a_kill_9_each_intent_paid_once(
+    rehearsal: Rehearsal, sandbox: SandboxProcess, procs: Procs
+) -> None:
+    """An effect with nothing after its answer: executors queue their answers and go on
+    (consumers/records.py record_later). Killed mid-run, answers not yet recorded are
+    looked up once their leases run out: every intent succeeds, each paid once."""
+    docs = []
+    for n in range(120):
+        doc, payload = rehearsal.order(amount=100 + n)
+        assert rehearsal.processor().run_one(rehearsal.item(payload)) == "apply"
+        docs.append(doc)
+    env = {"HANDOFF_EFFECTS_LEASE_S": "2", "TEST_EFFECTS_SUBMIT_S": "0.02"}
+    run = ("effects", "run", "tests.effect_apps:record_only", "--executors", "8")
+    first = procs.start(*run, **env)
+
+    def succeeded() -> int:
+        row = rehearsal.admin.execute(
+            "SELECT count(*) FROM handoff.effect_intents WHERE tenant_id = %s"
+            " AND consumer = %s AND state = 'succeeded'",
+            (rehearsal.tenant, PAYMENTS),
+        ).fetchone()
+        return int(row[0]) if row else 0
+
+    assert wait_until(lambda: succeeded() >= 20, 60, 0.01), procs.log(0)[-3000:]
+    first.kill()  # answers queued or in a record call, intents claimed ahead
+    first.wait(10)
+    assert succeeded() < len(docs), "killed after the run was over: nothing was tested"
+    procs.start(*run, **env)
+    assert wait_until(lambda: succeeded() == len(docs), 90), procs.log(1)[-3000:]
+    looked_up = 0
+    for doc in docs:
+        ev = rehearsal.evidence(doc)
+        [charge] = ev["provider_records"]  # paid once, whatever the kill interrupted
+        [intent] = ev["intents"]
+        assert intent["provider_ref"] == charge["id"]
+        # A claim the kill cut short came back after its lease and was looked up first:
+        # found (its answer had not been recorded), or absent and sent again (a second
+        # attempt with the same key, never a second charge).
+        looked_up += intent["reconciliation"] == "reconciled"
+        assert intent["attempts"] == 1 or intent["reconciliation"] == "reconciled", intent
+    assert looked_up > 0, "the kill left no claim to recover"
+
+
 def test_several_executors_in_several_processes_perform_each_intent_once(
     migrated: HandoffSettings, rehearsal: Rehearsal, sandbox: SandboxProcess, procs: Procs
 ) -> None:
