@@ -253,12 +253,17 @@ class InProcess:
     def deliver(self, *payload_list: dict[str, Any]) -> None:
         self.processor.run_batch([self.item(p) for p in payload_list])
 
-    def queue(self, *entries: dict[str, Any] | None, ahead: int = 1) -> list[int]:
-        """``entries`` through the lane that sends units ahead (consumers/queued.py), None
-        for a message with nothing to run; answers their indexes in the order done."""
+    def queue(
+        self, *entries: dict[str, Any] | list[dict[str, Any]] | None, ahead: int = 1
+    ) -> list[int]:
+        """``entries`` through the lane that sends units ahead (consumers/queued.py): an
+        event, a list (a batch, one unit) or None (a message with nothing to run);
+        answers their indexes in the order done."""
         done: list[int] = []
-        items = [(n, None if p is None else self.item(p)) for n, p in enumerate(entries)]
-        QueuedLane[int](self.processor, ahead).run(items, done.append)
+        units = [(n, [] if p is None else [self.item(e) for e in (p if isinstance(p, list)
+                                                                   else [p])])
+                 for n, p in enumerate(entries)]  # fmt: skip
+        QueuedLane[int](self.processor, ahead).run(units, done.append)
         return done
 
     def sweep(self) -> int:

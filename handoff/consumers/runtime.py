@@ -383,11 +383,10 @@ class Runtime:
         return self._batches(consumer, chunks, screened, decoder)
 
     def _queueing(self) -> bool:
-        """Batch 1 in one lane, units sent ahead (consumers/queued.py): not with tracing on,
-        where each unit's span and its rows' traceparent are made as it is sent alone."""
+        """One lane, units sent ahead (consumers/queued.py): not with tracing on, where
+        each unit's span and its rows' traceparent are made as it is sent alone."""
         return (
-            self.config.batch_size == 1
-            and self._pool is None
+            self._pool is None
             and self.config.queue_ahead > 0
             and self.processor.speculate
             and not tracing.enabled()
@@ -400,29 +399,35 @@ class Runtime:
         screened: list[list[Position]],
         decoder: Decoder,
     ) -> bool:
-        """Batch 1, each event its own unit, sent while the one before it is in the database;
-        each message's offset stored once it and those before it are through."""
+        """Each batch one unit, sent while the one before it is in the database; each
+        batch's offsets stored once it and those before it are through. Decoding, the
+        handlers and binding the next unit happen while the database runs this one."""
         through = 0  # the chunks done: their offsets stored
 
-        def entries() -> Iterator[tuple[int, Item | None]]:
+        def entries() -> Iterator[tuple[int, list[Item]]]:
             # From the first chunk not done: after an outage the rest is taken again.
             for n in range(through, len(chunks)):
                 if self.stopping.is_set():
                     return  # the rest is redelivered to whoever takes the partition
-                items = self._decode(screened[n], decoder)  # decoded while a unit runs
-                unit[n] = bool(items)
-                yield n, items[0] if items else None
+                items = self._decode(screened[n], decoder)
+                events[n] = len(items)
+                yield n, items
 
         def done(n: int) -> None:
             nonlocal through
-            self._done(consumer, chunks[n], units=unit[n])
+            self._done(consumer, chunks[n], units=bool(events[n]))
             through = n + 1
 
-        unit = [False] * len(chunks)
+        events = [0] * len(chunks)
+        started = time.monotonic()
         # self.processor is looked up on each try: a reconnect replaces it.
-        return self._guarded(
+        if not self._guarded(
             lambda: QueuedLane[int](self.processor, self.config.queue_ahead).run(entries(), done)
-        )
+        ):
+            return False
+        if sum(events):
+            self._unit_took(time.monotonic() - started, sum(events))
+        return True
 
     def _batches(
         self,
@@ -486,7 +491,7 @@ class Runtime:
         """
         size = max(self.config.batch_size, self.config.prefetch)
         ahead = self.config.batch_size * AHEAD  # batches to decode while the one before runs
-        if self._decoding is not None and self._event_s * ahead <= AHEAD_BUDGET_S:
+        if self._batched_lane() and self._event_s * ahead <= AHEAD_BUDGET_S:
             size = max(size, ahead)
         msgs = consumer.consume(size, 0)
         if not msgs:
@@ -496,6 +501,11 @@ class Runtime:
         if msgs:
             self._polled_at = time.time()  # each message's received_at (event.Position)
         return msgs
+
+    def _batched_lane(self) -> bool:
+        """Batches in one lane: a poll may take several, one running while the next is
+        decoded (``_batches``) or made and sent ahead (``_queued``)."""
+        return self.config.batch_size > 1 and self._pool is None
 
     def _receive(self, kind: str, positions: list[Position], inherit: int = 0) -> int:
         """Mark the offset ranges about to be processed; the most deliveries among them.

@@ -47,12 +47,13 @@ class ConsumerSettings(BaseSettings):
         Field(
             ge=0,
             le=16,
-            description="At batch 1 in one lane: units sent ahead, queued behind the one the "
-            "database is on, each still its own transaction, so that the database goes from "
-            "one commit straight to the next unit while the consumer makes the one after "
-            "(about twice the events/s of one at a time, measured). A document's events are "
-            "never sent ahead of each other. 0: each unit is sent when the one before it has "
-            "committed. Handlers that read in their unit always go one at a time.",
+            description="In one lane: units (an event at batch 1, else a batch) sent ahead, "
+            "queued behind the one the database is on, each still its own transaction, so "
+            "that the database goes from one commit straight to the next unit while the "
+            "consumer makes the one after (batch 1: about twice the events/s of one at a "
+            "time, measured). A document's events are never sent ahead of each other. 0: "
+            "each unit is sent when the one before it has committed. Handlers that read in "
+            "their unit always go one unit at a time.",
         ),
     ] = 1
     max_deliveries: Annotated[

@@ -387,43 +387,63 @@ class Processor:
 
     # -- units sent ahead (consumers/queued.py) ----------------------------------------
 
-    def queued_unit(self, item: Item) -> list[Statement] | None:
-        """``item``'s claimed unit as the statements to send ahead, its handler run; None
-        when its handler uses the connection (a read, an effect intent): its events then
-        go the usual way, and so do the handler's later ones.
+    def queued_unit(self, items: list[Item]) -> list[Statement] | None:
+        """``items``' claimed unit as the statements to send ahead, their handlers run; None
+        when a handler uses the connection (a read, an effect intent): its events then go
+        the usual way, and so do that handler's later ones.
 
-        A handler that raises is not caught here: whether the event was to be applied is
-        not known yet, and the usual way (``run_one``) runs it again and counts it.
+        The claim (consumer_claim) refuses unless every event is to be applied now, so a
+        unit sent ahead commits only the events it was right to apply. A handler that
+        raises is not caught here: whether its event was to be applied is not known yet,
+        and the usual way runs it again and counts it.
         """
-        assert item.event is not None and self.speculate
-        handler = self.app.handlers.get(item.event.event_type)
-        if handler is None or handler.name in self._unqueueable:
+        assert self.speculate and all(item.event is not None for item in items)
+        handlers = {self._handler(item) for item in items}
+        if any(h is None or h.name in self._unqueueable for h in handlers):
             return None
         tx = HandoffTx(self.conn, self.tenant, queued=True)
         try:
-            with logs.bound(consumer=self.app.name, tenant=self.tenant, **_log_fields(item)):
-                self.claim_unit(tx, item)
+            tx.write(*tx.by_tenant(guards.CLAIM, guards.CLAIM_FOR, self._guard_params(items)))
+            for item in items:
+                assert item.event is not None
+                with logs.bound(consumer=self.app.name, tenant=self.tenant, **_log_fields(item)):
+                    self._apply(tx, item.event, None)
         except NotQueueable:
-            self._unqueueable.add(handler.name)
-            log.info("%s: handler %s reads in its unit: its events are not sent ahead",
-                     self.app.name, handler.name)  # fmt: skip
+            for h in handlers:
+                if h is not None:
+                    self._unqueueable.add(h.name)
+            log.info("%s: handler(s) %s read in their unit: their events are not sent ahead",
+                     self.app.name, ", ".join(sorted(h.name for h in handlers if h)))  # fmt: skip
             return None
         return tx.statements()
 
-    def after_queued(self, item: Item, error: Exception | None, seconds: float) -> None:
-        """What became of ``item``'s unit sent ahead (``error``, or None once committed,
-        ``seconds`` after it was sent): counted as the usual way counts it, or the event
-        goes the usual way now, verdict first when the claim refused it."""
+    def run_usual(self, items: list[Item]) -> None:
+        """``items`` the usual way: one event as ``run_one``, a batch as ``run_batch``."""
+        if len(items) == 1:
+            self.run_one(items[0])
+        else:
+            self.run_batch(items)
+
+    def after_queued(self, items: list[Item], error: Exception | None, seconds: float) -> None:
+        """What became of ``items``' unit sent ahead (``error``, or None once committed,
+        ``seconds`` after it was sent): counted as the usual way counts it, or the events
+        go the usual way now, verdict first when the claim refused them."""
         if error is None:
             metrics.UNIT_SECONDS.labels(self.app.name).observe(seconds)
-            self._count([Verdict.APPLY])
+            self._count([Verdict.APPLY] * len(items))
             return
         self._raise_if_lost(error)  # the runtime reconnects and takes the rest again
-        if unclaimed(error) or isinstance(error, UnitRolledBack):
+        refused = unclaimed(error) or isinstance(error, UnitRolledBack)
+        if refused:
             metrics.UNCLAIMED.labels(self.app.name).inc()
-            self.run_one(item, claim=False)
+        if len(items) > 1:
+            # Verdict first (a batch is never claimed the usual way); a batch that fails
+            # again there is taken one event at a time, as any batch is.
+            self.run_batch(items)
+        elif refused:
+            self.run_one(items[0], claim=False)
         else:  # an attempt of the event's, as if made the usual way
-            self.run_one(item, failed=error)
+            self.run_one(items[0], failed=error)
 
     def _retrying(self, item: Item, attempts: int, category: Category, exc: Exception) -> None:
         metrics.RETRIES.labels(self.app.name, category.value).inc()

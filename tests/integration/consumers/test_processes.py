@@ -89,17 +89,25 @@ def test_one_event_given_to_two_consumer_processes_at_once_has_one_effect(
     assert applied == 200
 
 
+@pytest.mark.parametrize(
+    "deferred",
+    # The effect run at once (each batch verdict first); and as a deferred write, so that
+    # batches are sent ahead (consumers/queued.py): killed with batches queued.
+    ["", "1"],
+)
 def test_kill_9_mid_batch_then_restart_loses_nothing_and_doubles_nothing(
     relays: Relays,
     consumers: Consumers,
     service: Callable[..., Credential],
     admin: psycopg.Connection[Any],
     tenant: str,
+    deferred: str,
 ) -> None:
     creator, review = service("creator", can_create=True), service("review")
     _create(creator, 300)
     relays.run_once()
-    _killed_midway_then_restarted(consumers, review, admin, tenant, 300, "--batch-size", "50")
+    _killed_midway_then_restarted(consumers, review, admin, tenant, 300, "--batch-size", "50",
+                                  TEST_CONSUMER_DEFERRED=deferred)  # fmt: skip
 
 
 def test_kill_9_with_units_sent_ahead_at_batch_1_loses_nothing_and_doubles_nothing(

@@ -178,7 +178,7 @@ def test_a_handler_that_reads_in_its_unit_goes_the_usual_way_and_is_remembered(
     assert consumer.queue(p["a", 1, 1], p["b", 1, 1], p["c", 1, 1]) == [0, 1, 2]
     assert sorted(applied(admin, tenant)) == [("a", 1), ("b", 1), ("c", 1)]
     assert prepared(consumer) == 0  # nothing went ahead
-    assert consumer.processor.queued_unit(consumer.item(p["a", 1, 1])) is None
+    assert consumer.processor.queued_unit([consumer.item(p["a", 1, 1])]) is None
 
 
 def test_statements_made_anew_each_time_keep_the_prepared_ones_bounded(
@@ -222,10 +222,67 @@ def test_a_lost_connection_stops_the_lane_and_what_was_not_done_applies_once_aft
 
     consumer = audit(cut_off)
     done: list[int] = []
-    items = [(n, consumer.item(p[doc, 1, 1])) for n, doc in enumerate(docs)]
+    items = [(n, [consumer.item(p[doc, 1, 1])]) for n, doc in enumerate(docs)]
     with pytest.raises(DatabaseUnavailable):
         QueuedLane[int](consumer.processor, 1).run(items, done.append)
     assert done == list(range(len(done))) and len(done) < len(docs)
     again = audit(noted)  # a new connection, as the runtime's reconnect makes
     assert again.queue(*(p[doc, 1, 1] for doc in docs)) == list(range(len(docs)))
     assert sorted(applied(admin, tenant)) == sorted((doc, 1) for doc in docs)
+
+
+def test_batches_sent_ahead_apply_once_and_a_shared_document_waits_its_turn(
+    story: Any, audit: Any, admin: psycopg.Connection[Any], tenant: str
+) -> None:
+    story(2, "a")
+    for doc in "bcd":
+        story(1, doc)
+    p = story(1, "e")
+    consumer = audit(noted)
+    # Three batches: the third shares "a" with the first, so it waits for that outcome.
+    batches = [[p["a", 1, 1], p["b", 1, 1]], [p["c", 1, 1], p["d", 1, 1]],
+               [p["a", 1, 2], p["e", 1, 1]]]  # fmt: skip
+    duplicates = outcome_count("duplicate")
+    assert consumer.queue(*batches, ahead=2) == [0, 1, 2]
+    done = applied(admin, tenant)
+    assert sorted(done) == [("a", 1), ("a", 2), ("b", 1), ("c", 1), ("d", 1), ("e", 1)]
+    assert [v for d, v in done if d == "a"] == [1, 2]
+    assert outcome_count("duplicate") == duplicates
+    assert prepared(consumer) > 0
+
+
+def test_a_batch_whose_claim_refuses_goes_verdict_first_and_applies_the_rest_once(
+    story: Any, audit: Any, admin: psycopg.Connection[Any], tenant: str
+) -> None:
+    for doc in "abc":
+        story(1, doc)
+    p = story(1, "d")
+    consumer = audit(noted)
+    assert consumer.queue([p["a", 1, 1]]) == [0]
+    duplicates = outcome_count("duplicate")
+    # "a" again inside a batch: the batch's claim refuses it whole; verdict first, "a" is
+    # a duplicate and the others apply, once.
+    assert consumer.queue([p["b", 1, 1], p["a", 1, 1], p["c", 1, 1]], [p["d", 1, 1]]) == [0, 1]
+    assert sorted(applied(admin, tenant)) == [("a", 1), ("b", 1), ("c", 1), ("d", 1)]
+    assert outcome_count("duplicate") == duplicates + 1
+    assert quarantined(admin, tenant) == []
+
+
+def test_a_batch_the_database_fails_is_taken_one_event_at_a_time_and_only_the_bad_one_set_aside(
+    story: Any, audit: Any, admin: psycopg.Connection[Any], tenant: str
+) -> None:
+    for doc in ("ok1", "bad"):
+        story(1, doc)
+    p = story(1, "ok2")
+
+    def fails_in_the_database(event: Event, tx: HandoffTx) -> None:
+        if event.document_id == "bad":  # NOT NULL: fails when the unit runs, not before
+            tx.write(EFFECT, (event.tenant_id, None, "bad", 1, 1, None, event.occurred_at))
+            return
+        noted(event, tx)
+
+    consumer = audit(fails_in_the_database, max_deliveries=2)
+    assert consumer.queue([p["ok1", 1, 1], p["bad", 1, 1], p["ok2", 1, 1]]) == [0]
+    assert sorted(applied(admin, tenant)) == [("ok1", 1), ("ok2", 1)]
+    [entry] = quarantined(admin, tenant)
+    assert (entry["document_id"], entry["category"]) == ("bad", "handler_error")
