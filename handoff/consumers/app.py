@@ -183,8 +183,10 @@ class Consumer:
         self.after_submit_hooks: list[Callable[[int], None]] = []
 
     def after_commit(self, fn: Callable[[int], None]) -> Callable[[int], None]:
-        """Call ``fn(messages)`` after a unit's database commit, before its Kafka offsets are
-        stored (a crash there is a redelivery the guard absorbs)."""
+        """Call ``fn(events)`` after a unit's database commit, before its Kafka offsets are
+        stored (a crash there is a redelivery the guard absorbs). ``events``: the events
+        given to the unit (its messages less those filtered out); units are reported in
+        the order they were made, each once it is through."""
         self.after_commit_hooks.append(fn)
         return fn
 

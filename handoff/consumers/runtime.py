@@ -369,14 +369,14 @@ class Runtime:
             every = self._decode(positions, decoder)
             if not self._guarded(partial(self._one_at_a_time, every)):
                 return False
-            self._done(consumer, msgs, units=False)
+            self._done(consumer, msgs, events=0)
             return True
         if self._pool is not None:
             every = self._decode(positions, decoder)
             if not self._guarded(partial(self._run_lanes, every)):
                 return False
             if not self.stopping.is_set():  # else a lane may have stopped short: redelivered
-                self._done(consumer, msgs, units=bool(every))
+                self._done(consumer, msgs, events=len(every))
             return True
         if self._queueing():
             return self._queued(consumer, chunks, screened, decoder)
@@ -415,7 +415,7 @@ class Runtime:
 
         def done(n: int) -> None:
             nonlocal through
-            self._done(consumer, chunks[n], units=bool(events[n]))
+            self._done(consumer, chunks[n], events=events[n])
             through = n + 1
 
         events = [0] * len(chunks)
@@ -461,7 +461,7 @@ class Runtime:
                     if not self._guarded(partial(self._run_batch, items)):
                         return False
                     self._unit_took(time.monotonic() - started, len(items))
-                self._done(consumer, chunk, units=bool(items))
+                self._done(consumer, chunk, events=len(items))
         finally:
             if ahead is not None:
                 ahead.exception()  # the decoder is not left in use when the process closes it
@@ -474,11 +474,11 @@ class Runtime:
         else:
             self._event_s += 0.2 * (per_event - self._event_s)
 
-    def _done(self, consumer: KafkaConsumer, msgs: list[Message], *, units: bool) -> None:
-        """``msgs`` are through (their ``units`` committed): their offsets stored."""
-        if units:
+    def _done(self, consumer: KafkaConsumer, msgs: list[Message], *, events: int) -> None:
+        """``msgs`` are through (the units of their ``events`` committed): offsets stored."""
+        if events:
             for hook in self.app.after_commit_hooks:
-                hook(len(msgs))
+                hook(events)
         self._commit(consumer, msgs)
         self._processed += len(msgs)
 
