@@ -378,7 +378,7 @@ class Runtime:
             if not self.stopping.is_set():  # else a lane may have stopped short: redelivered
                 self._done(consumer, msgs, events=len(every))
             return True
-        if self._queueing():
+        if self._queueing():  # one lane (lanes were handled above)
             return self._queued(consumer, chunks, screened, decoder)
         return self._batches(consumer, chunks, screened, decoder)
 
@@ -386,8 +386,7 @@ class Runtime:
         """One lane, units sent ahead (consumers/queued.py): not with tracing on, where
         each unit's span and its rows' traceparent are made as it is sent alone."""
         return (
-            self._pool is None
-            and self.config.queue_ahead > 0
+            self.config.queue_ahead > 0
             and self.processor.speculate
             and not tracing.enabled()
         )
@@ -540,10 +539,17 @@ class Runtime:
         size = self.config.batch_size
 
         def run(processor: Processor, mine: list[Item]) -> None:
-            for start in range(0, len(mine), size):
-                if self.stopping.is_set():
-                    return
-                processor.run_batch(mine[start : start + size])
+            def units() -> Iterator[tuple[int, list[Item]]]:
+                for start in range(0, len(mine), size):
+                    if self.stopping.is_set():
+                        return
+                    yield start, mine[start : start + size]
+
+            if self._queueing():
+                QueuedLane[int](processor, self.config.queue_ahead).run(units(), lambda _: None)
+                return
+            for _, batch in units():
+                processor.run_batch(batch)
 
         futures = [self._pool.submit(run, processor, mine)
                    for processor, mine in zip(self._lanes, lanes, strict=True) if mine]  # fmt: skip

@@ -47,7 +47,7 @@ class ConsumerSettings(BaseSettings):
         Field(
             ge=0,
             le=16,
-            description="In one lane: units (an event at batch 1, else a batch) sent ahead, "
+            description="In each lane: units (an event at batch 1, else a batch) sent ahead, "
             "queued behind the one the database is on, each still its own transaction, so "
             "that the database goes from one commit straight to the next unit while the "
             "consumer makes the one after (batch 1: about twice the events/s of one at a "

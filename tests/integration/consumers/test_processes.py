@@ -182,12 +182,18 @@ def test_kill_9_between_the_database_commit_and_the_offset_commit_is_absorbed_by
     assert _suppresses_duplicates(consumers, again), "the redelivered batch should be suppressed"
 
 
+@pytest.mark.parametrize(
+    "deferred",
+    # The effect run at once; and as a deferred write: each lane sends its units ahead.
+    ["", "1"],
+)
 def test_lanes_keep_each_documents_order_and_survive_kill_9(
     relays: Relays,
     consumers: Consumers,
     service: Callable[..., Credential],
     admin: psycopg.Connection[Any],
     tenant: str,
+    deferred: str,
 ) -> None:
     """Batch 1 over three lanes: documents overlap, each one's versions stay in order."""
     creator, review = service("creator", can_create=True), service("review")
@@ -201,7 +207,16 @@ def test_lanes_keep_each_documents_order_and_survive_kill_9(
     relays.run_once()
     # Killed with lanes mid-unit and the poll's offsets not stored.
     again = _killed_midway_then_restarted(
-        consumers, review, admin, tenant, 120, "--batch-size", "1", "--concurrency", "3"
+        consumers,
+        review,
+        admin,
+        tenant,
+        120,
+        "--batch-size",
+        "1",
+        "--concurrency",
+        "3",
+        TEST_CONSUMER_DEFERRED=deferred,
     )
     versions: dict[str, list[int]] = {}
     for _, document, _, version, _ in effects(admin, tenant):  # in commit order
