@@ -383,7 +383,7 @@ class Runtime:
         return self._batches(consumer, chunks, screened, decoder)
 
     def _queueing(self) -> bool:
-        """One lane, units sent ahead (consumers/queued.py): not with tracing on, where
+        """Units sent ahead in each lane (consumers/queued.py): not with tracing on, where
         each unit's span and its rows' traceparent are made as it is sent alone."""
         return self.config.queue_ahead > 0 and self.processor.speculate and not tracing.enabled()
 
