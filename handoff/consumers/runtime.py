@@ -385,7 +385,7 @@ class Runtime:
     def _queueing(self) -> bool:
         """Units sent ahead in each lane (consumers/queued.py): not with tracing on, where
         each unit's span and its rows' traceparent are made as it is sent alone."""
-        return self.config.queue_ahead > 0 and self.processor.speculate and not tracing.enabled()
+        return self.config.queue_ahead > 0 and self.processor.queueable and not tracing.enabled()
 
     def _queued(
         self,

@@ -39,6 +39,7 @@ from handoff.consumers.wrappers import (
     quarantined,
     retried,
 )
+from handoff.core import db
 from handoff.core import guards_sql as guards
 from handoff.core.db import raise_if_lost
 from handoff.core.errors import (
@@ -132,6 +133,14 @@ class Processor:
         # The connection's queue of units sent ahead: one per session, which holds the
         # queue's prepared statements.
         self.unit_queue = UnitQueue(conn)
+        # Whether units may be sent ahead (consumers/queued.py). Not on Citus: there a
+        # unit sent ahead is no transaction. Its statements are an implicit block up to
+        # the Sync, not a transaction block, so Citus hands the claim to the tenant's
+        # worker as a statement of its own, which commits there by itself: a unit whose
+        # later write failed left its guard row committed and its effect not (seen with
+        # Citus 14.0.1: the event was then a "duplicate", never applied). And only on an
+        # autocommit connection: the units send no BEGIN of their own.
+        self.queueable = speculate and conn.autocommit and not db.on_citus(conn)
 
     def _one_event(self, through: Step, sleep: Callable[[float], None]) -> OneEvent:
         return quarantined(
@@ -397,7 +406,9 @@ class Processor:
         raises is not caught here: whether its event was to be applied is not known yet,
         and the usual way runs it again and counts it.
         """
-        assert self.speculate and all(item.event is not None for item in items)
+        assert all(item.event is not None for item in items)
+        if not self.queueable:
+            return None
         handlers = {self._handler(item) for item in items}
         if any(h is None or h.name in self._unqueueable for h in handlers):
             return None
