@@ -36,6 +36,10 @@ What does not change:
   written with ``tx.append``/``tx.write`` and ``hand_on(..., wait=False)`` is
   queued.
 
+With tracing on, units go ahead only at a sampling ratio of 0 (a unit then
+starts no trace of its own), and a unit whose events came with a trace goes
+alone, so that its span and its rows continue that trace.
+
 A handler runs before the outcome of the units ahead of it is known, as it
 runs before its own claim's verdict at batch 1 (units.py ``claim_unit``): it
 must not do anything outside its unit that it would regret doing twice, as

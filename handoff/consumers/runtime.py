@@ -383,9 +383,13 @@ class Runtime:
         return self._batches(consumer, chunks, screened, decoder)
 
     def _queueing(self) -> bool:
-        """Units sent ahead in each lane (consumers/queued.py): not with tracing on, where
-        each unit's span and its rows' traceparent are made as it is sent alone."""
-        return self.config.queue_ahead > 0 and self.processor.queueable and not tracing.enabled()
+        """Units sent ahead in each lane (consumers/queued.py): not where a unit may start
+        a recorded trace (a ratio above 0), whose span and rows' traceparent are made as
+        it is sent alone. With ratio 0 a unit whose events came traced goes alone
+        (``Processor.queued_unit``), the others go ahead."""
+        return (
+            self.config.queue_ahead > 0 and self.processor.queueable and not tracing.starts_traces()
+        )
 
     def _queued(
         self,

@@ -409,6 +409,8 @@ class Processor:
         assert all(item.event is not None for item in items)
         if not self.queueable:
             return None
+        if tracing.enabled() and any(i.position.headers.get("traceparent") for i in items):
+            return None  # a traced event: its unit's span and rows continue its trace
         handlers = {self._handler(item) for item in items}
         if any(h is None or h.name in self._unqueueable for h in handlers):
             return None

@@ -120,6 +120,13 @@ def enabled() -> bool:
     return _state.tracer is not None
 
 
+def starts_traces() -> bool:
+    """Whether a unit given no trace context may start a recorded one: tracing on, and a
+    sampling ratio above 0. With ratio 0 only what arrives with a sampled context is
+    traced, and a consumer may send the other units ahead (consumers/queued.py)."""
+    return _state.tracer is not None and _state.settings.otel_sample_ratio > 0
+
+
 def shutdown() -> None:
     """Export what is queued now (a process about to stop)."""
     if _state.provider is not None:

@@ -115,3 +115,17 @@ def test_the_trace_link_must_be_an_http_url_with_the_trace_id_in_it() -> None:
             TracingSettings(otel_trace_url=bad)
     with pytest.raises(ValidationError):
         TracingSettings(otel_sample_ratio=1.5)
+
+
+def test_only_a_ratio_above_0_lets_a_unit_start_a_recorded_trace() -> None:
+    tracing.configure("unit", TracingSettings(otel_exporter="none"))
+    assert not tracing.starts_traces()
+    try:
+        tracing.configure("unit", TracingSettings(otel_exporter="console", otel_sample_ratio=0.0),
+                          exporter=InMemorySpanExporter())  # fmt: skip
+        assert tracing.enabled() and not tracing.starts_traces()
+        tracing.configure("unit", TracingSettings(otel_exporter="console", otel_sample_ratio=0.5),
+                          exporter=InMemorySpanExporter())  # fmt: skip
+        assert tracing.starts_traces()
+    finally:
+        tracing.configure("unit", TracingSettings(otel_exporter="none"))

@@ -8,6 +8,7 @@ handler writes its effect as a deferred write, so its units can be queued.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 import psycopg
@@ -286,3 +287,40 @@ def test_a_batch_the_database_fails_is_taken_one_event_at_a_time_and_only_the_ba
     assert sorted(applied(admin, tenant)) == [("ok1", 1), ("ok2", 1)]
     [entry] = quarantined(admin, tenant)
     assert (entry["document_id"], entry["category"]) == ("bad", "handler_error")
+
+
+def test_with_tracing_at_ratio_0_a_traced_event_goes_alone_and_the_rest_go_ahead(
+    story: Any, audit: Any, admin: psycopg.Connection[Any], tenant: str
+) -> None:
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    from handoff.consumers.units import Item
+    from handoff.telemetry import tracing
+    from handoff.telemetry.settings import TracingSettings
+
+    for doc in "ab":
+        story(1, doc)
+    p = story(1, "c")
+    exporter = InMemorySpanExporter()
+    tracing.configure("test", TracingSettings(otel_exporter="console", otel_sample_ratio=0.0),
+                      exporter=exporter)  # fmt: skip
+    try:
+        assert tracing.enabled() and not tracing.starts_traces()
+        consumer = audit(noted)
+        trace_id = "4bf92f3577b34da6a3ce929d0e0e4736"
+        traced = consumer.item(p["b", 1, 1])
+        traced = Item(replace(traced.position, headers={
+            "traceparent": f"00-{trace_id}-00f067aa0ba902b7-01"}), event=traced.event)  # fmt: skip
+        units = [(0, [consumer.item(p["a", 1, 1])]), (1, [traced]),
+                 (2, [consumer.item(p["c", 1, 1])])]  # fmt: skip
+        done: list[int] = []
+        QueuedLane[int](consumer.processor, 1).run(units, done.append)
+        assert done == [0, 1, 2]
+        assert sorted(applied(admin, tenant)) == [("a", 1), ("b", 1), ("c", 1)]
+        # b's unit went alone and continued its trace; a and c went ahead, untraced.
+        spans = [s for s in exporter.get_finished_spans() if s.name == "consume audit"]
+        assert [format(s.context.trace_id, "032x") for s in spans] == [trace_id]
+        assert consumer.processor.queued_unit([traced]) is None
+        assert consumer.processor.queued_unit([consumer.item(p["a", 1, 1])]) is not None
+    finally:
+        tracing.configure("test", TracingSettings(otel_exporter="none"))
