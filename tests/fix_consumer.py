@@ -285,20 +285,34 @@ def wire(effects_table: HandoffSettings) -> Wire:
 # -- in-process consumers over real handoffs (ordering, queued units) ----------------
 
 
+# The in-process consumer "audit"'s effect row.
+EFFECT = (
+    "INSERT INTO consumer_test.effects (tenant_id, consumer, event_id, document_id, run_id,"
+    " version, note, occurred_at) VALUES (%s, 'audit', %s, %s, %s, %s, %s, %s)"
+)
+
+
+def effect_row(event: Event, event_id: str | None = None) -> tuple[Any, ...]:
+    """EFFECT's values for ``event`` (``event_id`` None: the event's own id)."""
+    return (event.tenant_id, event.event_id if event_id is None else event_id,
+            event.document_id, event.run_id, event.version, event.data.get("note"),
+            event.occurred_at)  # fmt: skip
+
+
 def record(event: Event, tx: HandoffTx) -> None:
-    tx.execute(
-        "INSERT INTO consumer_test.effects (tenant_id, consumer, event_id, document_id, run_id,"
-        " version, note, occurred_at) VALUES (%s, 'audit', %s, %s, %s, %s, %s, %s)",
-        (
-            event.tenant_id,
-            event.event_id,
-            event.document_id,
-            event.run_id,
-            event.version,
-            event.data.get("note"),
-            event.occurred_at,
-        ),
-    )
+    """The effect written at once (a statement whose result could be read)."""
+    tx.execute(EFFECT, effect_row(event))
+
+
+def noted(event: Event, tx: HandoffTx) -> None:
+    """The effect as a write the unit never reads: its unit can be sent ahead."""
+    tx.write(EFFECT, effect_row(event))
+
+
+def noted_badly(event: Event, tx: HandoffTx) -> None:
+    """An effect row without its event id: the write fails (NOT NULL) when the unit runs,
+    not before."""
+    tx.write(EFFECT, (event.tenant_id, None, *effect_row(event)[2:]))
 
 
 @pytest.fixture

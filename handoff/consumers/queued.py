@@ -120,7 +120,7 @@ class QueuedLane(Generic[T]):
             self._settle(self.ahead)
             return
         self._settle(0)
-        self.processor.run_usual(decoded)
+        self.processor.run_batch(decoded)  # one event: run_one
         self._done(tag)
 
     def _sent_ahead(self, statements: list[Statement]) -> bool:

@@ -122,7 +122,6 @@ class Processor:
         for wrap in reversed(unit_wrappers):
             unit = wrap(unit)
         self._unit = unit
-        self.speculate = speculate
         through = claimed(self._step, self._claimed_unit) if speculate else self._step
         self._through = self._timed(through)
         self._one = self._one_event(self._through, sleep)
@@ -235,7 +234,7 @@ class Processor:
         # The claim goes with the unit's next message (the handler's first read, or the
         # commit): its span marks when it was queued, and the unit's span holds it.
         with tracing.span("claim", attributes={"handoff.claim": "with the next message"}):
-            tx.write(*tx.by_tenant(guards.CLAIM, guards.CLAIM_FOR, self._guard_params([item])))
+            self._claim(tx, [item])
         try:
             self._apply(tx, item.event, None)
         except Exception as exc:
@@ -251,6 +250,11 @@ class Processor:
                     log.debug("%s: after the handler's failure: %s", self.app.name, other)
             raise
         return [Verdict.APPLY]
+
+    def _claim(self, tx: HandoffTx, items: list[Item]) -> None:
+        """The claim of ``items``, deferred: it goes first in the unit's next message and
+        raises (EventNotClaimed) unless every one of them is to be applied now."""
+        tx.write(*tx.by_tenant(guards.CLAIM, guards.CLAIM_FOR, self._guard_params(items)))
 
     def _apply(self, tx: HandoffTx, event: Event, skipped: str | None) -> None:
         handler = self.app.handlers[event.event_type]
@@ -416,7 +420,7 @@ class Processor:
             return None
         tx = HandoffTx(self.conn, self.tenant, queued=True)
         try:
-            tx.write(*tx.by_tenant(guards.CLAIM, guards.CLAIM_FOR, self._guard_params(items)))
+            self._claim(tx, items)
             for item in items:
                 assert item.event is not None
                 with logs.bound(consumer=self.app.name, tenant=self.tenant, **_log_fields(item)):
@@ -429,13 +433,6 @@ class Processor:
                      self.app.name, ", ".join(sorted(h.name for h in handlers if h)))  # fmt: skip
             return None
         return tx.statements()
-
-    def run_usual(self, items: list[Item]) -> None:
-        """``items`` the usual way: one event as ``run_one``, a batch as ``run_batch``."""
-        if len(items) == 1:
-            self.run_one(items[0])
-        else:
-            self.run_batch(items)
 
     def after_queued(self, items: list[Item], error: Exception | None, seconds: float) -> None:
         """What became of ``items``' unit sent ahead (``error``, or None once committed,

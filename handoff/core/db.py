@@ -135,35 +135,37 @@ def translated(*, sent: bool = True) -> Iterator[None]:
     """Turn psycopg errors into Handoff's. ``sent``: a lost connection means unknown outcome."""
     try:
         yield
-    except RETRYABLE as exc:
-        raise TransientConflict(
-            f"{type(exc).__name__}: the transaction met a concurrent one; retry it as is"
-        ) from exc
     except psycopg.Error as exc:
-        if shard_moved(exc):
-            raise TransientConflict(
-                "the tenant's shard moved to another database node during the call; retry it as is"
-            ) from exc
-        if exc.sqlstate == REFUSED_UNAWAITED:  # a refused emit that rode with the unit
-            raise contract_error(orjson.loads(_primary(exc))) from exc
-        # Handoff's own SQL functions: an error class of core/errors.py declares the
-        # SQLSTATE, and the message was written for the caller.
-        own = lookup(exc.sqlstate)
-        error = own(_primary(exc)) if own is not None else _driver_error(exc, sent=sent)
-        if error is None:
+        error = translation(exc, sent=sent)
+        if error is exc:
             raise  # the caller's own statement failed (a handler's table): its own error
         raise error from exc
 
 
-def translation(exc: psycopg.Error) -> Exception:
-    """What ``translated`` raises for ``exc``, as a value: for an error read from a result
-    rather than raised by a call (a queued unit's, core/unit_queue.py)."""
-    try:
-        with translated():
-            raise exc
-    except Exception as error:  # handed back, not handled
-        return error
-    raise AssertionError("translated() always raises")  # pragma: no cover
+def translation(exc: psycopg.Error, *, sent: bool = True) -> Exception:
+    """Handoff's error for ``exc`` (its cause), or ``exc`` itself when it is the caller's
+    own statement's. What ``translated`` raises; as a value, for an error read from a
+    result rather than raised by a call (a queued unit's, core/unit_queue.py)."""
+    error: Exception | None
+    if isinstance(exc, RETRYABLE):
+        error = TransientConflict(
+            f"{type(exc).__name__}: the transaction met a concurrent one; retry it as is"
+        )
+    elif shard_moved(exc):
+        error = TransientConflict(
+            "the tenant's shard moved to another database node during the call; retry it as is"
+        )
+    elif exc.sqlstate == REFUSED_UNAWAITED:  # a refused emit that rode with the unit
+        error = contract_error(orjson.loads(_primary(exc)))
+    else:
+        # Handoff's own SQL functions: an error class of core/errors.py declares the
+        # SQLSTATE, and the message was written for the caller.
+        own = lookup(exc.sqlstate)
+        error = own(_primary(exc)) if own is not None else _driver_error(exc, sent=sent)
+    if error is None:
+        return exc
+    error.__cause__ = exc
+    return error
 
 
 def _driver_error(exc: psycopg.Error, *, sent: bool) -> HandoffError | None:

@@ -34,6 +34,7 @@ connection can be used as usual in between.
 
 from __future__ import annotations
 
+from collections import deque
 from typing import Any
 
 import psycopg
@@ -51,6 +52,9 @@ _DONE = (pq.ExecStatus.COMMAND_OK, pq.ExecStatus.TUPLES_OK)
 # handful; one that makes its SQL text anew each time would otherwise add a
 # statement to the session per unit.
 PREPARED_MAX = 64
+# Statements remembered as sent once (the next time they are prepared); forgotten
+# all at once past this, so that texts made anew cannot grow the set for ever.
+SEEN_MAX = 4 * PREPARED_MAX
 
 # A statement as sent: its text with $n, the key of its prepared form (text and
 # parameter types: psycopg gives an int the smallest type that holds it), the
@@ -67,7 +71,7 @@ class UnitQueue:
         self._seen: set[tuple[bytes, tuple[int, ...]]] = set()  # sent once, unnamed
         self._made = 0  # names made on this session, used or not
         # Names each unit in flight prepares, usable once it commits.
-        self._preparing: list[dict[tuple[bytes, tuple[int, ...]], bytes]] = []
+        self._preparing: deque[dict[tuple[bytes, tuple[int, ...]], bytes]] = deque()
 
     def __len__(self) -> int:
         return len(self._preparing)
@@ -88,6 +92,8 @@ class UnitQueue:
                     self._made += 1
                     name = preparing[key] = b"handoff_unit_%d" % self._made
                     pgconn.send_prepare(name, text, param_types=key[1])
+                if len(self._seen) >= SEEN_MAX:
+                    self._seen.clear()
                 self._seen.add(key)
                 if name is None:
                     pgconn.send_query_params(text, params, param_types=key[1],
@@ -124,7 +130,7 @@ class UnitQueue:
                     failed = failed or psycopg.OperationalError(
                         f"unexpected result of a queued unit: {pq.ExecStatus(result.status).name}"
                     )
-            preparing = self._preparing.pop(0)
+            preparing = self._preparing.popleft()
             if not self._preparing:
                 pgconn.exit_pipeline_mode()
         if failed is not None:

@@ -10,12 +10,7 @@ import psycopg
 
 from handoff.consumers import Event
 from handoff.core import HandoffTx
-from tests.fix_consumer import effects, quarantined
-
-EFFECT = (
-    "INSERT INTO consumer_test.effects (tenant_id, consumer, event_id, document_id, run_id,"
-    " version, note, occurred_at) VALUES (%s, 'audit', %s, %s, %s, %s, %s, %s)"
-)
+from tests.fix_consumer import effects, noted, noted_badly, quarantined
 
 
 def test_units_are_not_sent_ahead_and_a_failing_unit_leaves_neither_guard_nor_effect(
@@ -25,9 +20,7 @@ def test_units_are_not_sent_ahead_and_a_failing_unit_leaves_neither_guard_nor_ef
     p = story(1, "good")
 
     def writes(event: Event, tx: HandoffTx) -> None:
-        bad = event.document_id == "bad"  # NOT NULL: fails when the unit runs
-        tx.write(EFFECT, (event.tenant_id, None if bad else event.event_id, event.document_id,
-                          event.run_id, event.version, None, event.occurred_at))  # fmt: skip
+        (noted_badly if event.document_id == "bad" else noted)(event, tx)
 
     consumer = audit(writes, max_deliveries=2)
     assert consumer.processor.queueable is False

@@ -21,18 +21,16 @@ from handoff.core import HandoffTx
 from handoff.core.errors import DatabaseUnavailable
 from handoff.core.unit_queue import PREPARED_MAX
 from handoff.stack.local import LocalStack
-from tests.fix_consumer import InProcess, effects, quarantined, record
-
-EFFECT = (
-    "INSERT INTO consumer_test.effects (tenant_id, consumer, event_id, document_id, run_id,"
-    " version, note, occurred_at) VALUES (%s, 'audit', %s, %s, %s, %s, %s, %s)"
+from tests.fix_consumer import (
+    EFFECT,
+    InProcess,
+    effect_row,
+    effects,
+    noted,
+    noted_badly,
+    quarantined,
+    record,
 )
-
-
-def noted(event: Event, tx: HandoffTx) -> None:
-    """The effect as a write the unit never reads: its unit can go ahead."""
-    tx.write(EFFECT, (event.tenant_id, event.event_id, event.document_id, event.run_id,
-                      event.version, event.data.get("note"), event.occurred_at))  # fmt: skip
 
 
 def applied(admin: psycopg.Connection[Any], tenant: str) -> list[tuple[str, int]]:
@@ -105,8 +103,8 @@ def test_a_unit_the_database_fails_counts_as_an_attempt_and_the_one_behind_it_ap
 
     def fails_in_the_database(event: Event, tx: HandoffTx) -> None:
         runs.append(event.document_id)
-        if event.document_id == "bad":  # NOT NULL: fails when the unit runs, not before
-            tx.write(EFFECT, (event.tenant_id, None, "bad", 1, 1, None, event.occurred_at))
+        if event.document_id == "bad":
+            noted_badly(event, tx)
             return
         noted(event, tx)
 
@@ -194,8 +192,7 @@ def test_statements_made_anew_each_time_keep_the_prepared_ones_bounded(
         # names last.
         text: Any = f"{EFFECT} -- {event.document_id}"
         for suffix in ("", "-2"):
-            tx.write(text, (event.tenant_id, event.event_id + suffix, event.document_id,
-                            event.run_id, event.version, None, event.occurred_at))  # fmt: skip
+            tx.write(text, effect_row(event, event.event_id + suffix))
 
     consumer = audit(inlined)
     assert consumer.queue(*(p[doc, 1, 1] for doc in docs)) == list(range(len(docs)))
@@ -277,8 +274,8 @@ def test_a_batch_the_database_fails_is_taken_one_event_at_a_time_and_only_the_ba
     p = story(1, "ok2")
 
     def fails_in_the_database(event: Event, tx: HandoffTx) -> None:
-        if event.document_id == "bad":  # NOT NULL: fails when the unit runs, not before
-            tx.write(EFFECT, (event.tenant_id, None, "bad", 1, 1, None, event.occurred_at))
+        if event.document_id == "bad":
+            noted_badly(event, tx)
             return
         noted(event, tx)
 
