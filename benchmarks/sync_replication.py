@@ -104,7 +104,7 @@ def table_rows(samples: list[Sample]) -> list[list[object]]:
 
         def median(mode: str, field: str, d: str = driver) -> float:
             return statistics.median(
-                getattr(s, field) for s in samples if s.driver == d and s.mode == mode
+                float(getattr(s, field)) for s in samples if s.driver == d and s.mode == mode
             )
 
         alone = median("alone", "per_s")
