@@ -244,10 +244,11 @@ class InProcess:
         self.wire = wire
         self.offset = 0
 
-    def item(self, payload: dict[str, Any]) -> Item:
+    def item(self, payload: dict[str, Any], headers: dict[str, str] | None = None) -> Item:
+        """``payload`` as the next message, with the Kafka ``headers`` given (a trace's)."""
         self.offset += 1
         value = self.wire.encode(payload)
-        position = Position(self.wire.topic, 0, self.offset, None, value, {})
+        position = Position(self.wire.topic, 0, self.offset, None, value, headers or {})
         return Item(position, event=self.decoder.decode(value, position))
 
     def deliver(self, *payload_list: dict[str, Any]) -> None:
@@ -313,6 +314,12 @@ def noted_badly(event: Event, tx: HandoffTx) -> None:
     """An effect row without its event id: the write fails (NOT NULL) when the unit runs,
     not before."""
     tx.write(EFFECT, (event.tenant_id, None, *effect_row(event)[2:]))
+
+
+def noted_unless_bad(event: Event, tx: HandoffTx) -> None:
+    """``noted``, but ``noted_badly`` for the document "bad": its unit fails in the
+    database, the others apply."""
+    (noted_badly if event.document_id == "bad" else noted)(event, tx)
 
 
 @pytest.fixture

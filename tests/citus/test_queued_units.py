@@ -8,9 +8,7 @@ from typing import Any
 
 import psycopg
 
-from handoff.consumers import Event
-from handoff.core import HandoffTx
-from tests.fix_consumer import effects, noted, noted_badly, quarantined
+from tests.fix_consumer import effects, noted_unless_bad, quarantined
 
 
 def test_units_are_not_sent_ahead_and_a_failing_unit_leaves_neither_guard_nor_effect(
@@ -19,10 +17,7 @@ def test_units_are_not_sent_ahead_and_a_failing_unit_leaves_neither_guard_nor_ef
     story(1, "bad")
     p = story(1, "good")
 
-    def writes(event: Event, tx: HandoffTx) -> None:
-        (noted_badly if event.document_id == "bad" else noted)(event, tx)
-
-    consumer = audit(writes, max_deliveries=2)
+    consumer = audit(noted_unless_bad, max_deliveries=2)
     assert consumer.processor.queueable is False
     assert consumer.queue(p["bad", 1, 1], p["good", 1, 1]) == [0, 1]
     assert [d for _, d, *_ in effects(admin, tenant)] == ["good"]

@@ -8,7 +8,6 @@ handler writes its effect as a deferred write, so its units can be queued.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import replace
 from typing import Any
 
 import psycopg
@@ -27,7 +26,7 @@ from tests.fix_consumer import (
     effect_row,
     effects,
     noted,
-    noted_badly,
+    noted_unless_bad,
     quarantined,
     record,
 )
@@ -103,10 +102,7 @@ def test_a_unit_the_database_fails_counts_as_an_attempt_and_the_one_behind_it_ap
 
     def fails_in_the_database(event: Event, tx: HandoffTx) -> None:
         runs.append(event.document_id)
-        if event.document_id == "bad":
-            noted_badly(event, tx)
-            return
-        noted(event, tx)
+        noted_unless_bad(event, tx)
 
     consumer = audit(fails_in_the_database, max_deliveries=3)
     assert consumer.queue(p["bad", 1, 1], p["good", 1, 1]) == [0, 1]
@@ -273,13 +269,7 @@ def test_a_batch_the_database_fails_is_taken_one_event_at_a_time_and_only_the_ba
         story(1, doc)
     p = story(1, "ok2")
 
-    def fails_in_the_database(event: Event, tx: HandoffTx) -> None:
-        if event.document_id == "bad":
-            noted_badly(event, tx)
-            return
-        noted(event, tx)
-
-    consumer = audit(fails_in_the_database, max_deliveries=2)
+    consumer = audit(noted_unless_bad, max_deliveries=2)
     assert consumer.queue([p["ok1", 1, 1], p["bad", 1, 1], p["ok2", 1, 1]]) == [0]
     assert sorted(applied(admin, tenant)) == [("ok1", 1), ("ok2", 1)]
     [entry] = quarantined(admin, tenant)
@@ -291,7 +281,6 @@ def test_with_tracing_at_ratio_0_a_traced_event_goes_alone_and_the_rest_go_ahead
 ) -> None:
     from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-    from handoff.consumers.units import Item
     from handoff.telemetry import tracing
     from handoff.telemetry.settings import TracingSettings
 
@@ -305,9 +294,8 @@ def test_with_tracing_at_ratio_0_a_traced_event_goes_alone_and_the_rest_go_ahead
         assert tracing.enabled() and not tracing.starts_traces()
         consumer = audit(noted)
         trace_id = "4bf92f3577b34da6a3ce929d0e0e4736"
-        traced = consumer.item(p["b", 1, 1])
-        traced = Item(replace(traced.position, headers={
-            "traceparent": f"00-{trace_id}-00f067aa0ba902b7-01"}), event=traced.event)  # fmt: skip
+        traced = consumer.item(p["b", 1, 1],
+                               {"traceparent": f"00-{trace_id}-00f067aa0ba902b7-01"})  # fmt: skip
         units = [(0, [consumer.item(p["a", 1, 1])]), (1, [traced]),
                  (2, [consumer.item(p["c", 1, 1])])]  # fmt: skip
         done: list[int] = []
