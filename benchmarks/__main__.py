@@ -269,6 +269,9 @@ def bench_consumer(events: int, batch_size: int, rate: float, seconds: float) ->
         ["pgbench, the guarded one-event unit (guard + one INSERT), 1 client", r.guarded_tps,
          "", "", f"p50 {r.guarded_p50_ms:.2f} ms, p99 {r.guarded_p99_ms:.2f} ms; "
          f"{r.guarded_tps / r.pgbench_tps:.2f}x the one-INSERT (target >= 0.6x)"],
+        ["pgbench, the unit's guard row and effect row as plain INSERTs (no guard), 1 client",
+         r.floor_tps, "", "", f"{r.floor_tps / r.pgbench_tps:.2f}x the one-INSERT: the floor "
+         "under any guard that writes its row in the unit"],
         ["the same unit from a Python client (psycopg, one message), 1 connection",
          r.python_tps, "", "",
          f"{r.python_tps / r.guarded_tps:.2f}x pgbench's: a Python client's ceiling for batch 1"],

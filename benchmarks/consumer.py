@@ -82,6 +82,22 @@ COMMIT;
 \\endpipeline
 """
 
+# The guarded unit's two rows as plain INSERTs, with no guard function and no reads:
+# the floor under any guard that writes this guard row in the unit's transaction.
+# Run as the tables' owner (the service may write guard rows only through the
+# guard). Its event ids are new, so every guard row is inserted.
+FLOOR = """\\set n random(1, {documents})
+\\startpipeline
+BEGIN;
+INSERT INTO handoff.consumer_guards (tenant_id, consumer, event_id, fingerprint, document_id,
+                                     run_id, version)
+VALUES (:tenant, 'bench-pg', md5(random()::text), '\\x00', 't-doc-' || :n, 1, 1);
+INSERT INTO handoff_bench.effects (tenant_id, consumer, event_id, occurred_at)
+VALUES (:tenant, 'bench-pg', :n, now());
+COMMIT;
+\\endpipeline
+"""
+
 # The same unit's effect row for the Python client (its guard is guards.VERDICTS).
 PY_EFFECT = (
     "INSERT INTO handoff_bench.effects (tenant_id, consumer, event_id, occurred_at)"
@@ -124,6 +140,7 @@ class ConsumerResult:
     guarded_tps: float
     guarded_p50_ms: float
     guarded_p99_ms: float
+    floor_tps: float  # the guard's row and the effect row as plain INSERTs (FLOOR)
     python_tps: float
     hop: hop.HopRun
 
@@ -318,12 +335,21 @@ class Bench:
 
     def pgbench_guarded(self, seconds: int, documents: int) -> pgbench.PgbenchResult:
         """The guarded one-event unit driven by pgbench, as the service bench-pg."""
+        return self._pgbench_unit(GUARDED, self.as_service("bench-pg"), seconds, documents)
+
+    def pgbench_floor(self, seconds: int, documents: int) -> pgbench.PgbenchResult:
+        """The guarded unit's two rows as plain INSERTs (FLOOR), as the tables' owner."""
+        return self._pgbench_unit(FLOOR, self.settings.database_url, seconds, documents)
+
+    def _pgbench_unit(
+        self, script_text: str, url: str, seconds: int, documents: int
+    ) -> pgbench.PgbenchResult:
         with tempfile.NamedTemporaryFile("w", suffix=".sql", delete=False) as script:
-            script.write(GUARDED.format(documents=documents))
+            script.write(script_text.format(documents=documents))
         try:
             database = str(conninfo_to_dict(self.settings.database_url)["dbname"])
             args = ["-f", script.name, "-D", f"tenant={self.tenant}"]
-            return pgbench.run_script(self.as_service("bench-pg"), database, 1, seconds, args)
+            return pgbench.run_script(url, database, 1, seconds, args)
         finally:
             Path(script.name).unlink()
 
@@ -360,6 +386,8 @@ def run(
         insert = bench.pgbench_insert(max(int(seconds), 1))
         progress("  pgbench, the guarded one-event unit, one client…")
         guarded = bench.pgbench_guarded(max(int(seconds), 1), events)
+        progress("  pgbench, the unit's two rows as plain INSERTs (no guard function)…")
+        floor = bench.pgbench_floor(max(int(seconds), 1), events)
         progress("  the same unit from a Python client (psycopg), one connection…")
         python_tps = bench.python_guarded(max(seconds, 1.0), events)
         progress(f"  hop latency at {rate:,.0f} handoffs/s for {seconds:.0f} s…")
@@ -370,6 +398,6 @@ def run(
     return ConsumerResult(
         bare, batched, single, alone, lanes, LANES, batch_size,
         insert.tps, insert.p50_ms, insert.p99_ms,
-        guarded.tps, guarded.p50_ms, guarded.p99_ms, python_tps,
+        guarded.tps, guarded.p50_ms, guarded.p99_ms, floor.tps, python_tps,
         hopped,
     )  # fmt: skip
