@@ -26,7 +26,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import tempfile
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -179,16 +178,8 @@ class Tenant:
                                 clients, int(seconds))  # fmt: skip
 
     def guarded_unit(self, clients: int, seconds: float) -> pgbench.PgbenchResult:
-        with tempfile.NamedTemporaryFile("w", suffix=".sql", delete=False) as script:
-            script.write(GUARDED_FOR.format(documents=100_000))
-        try:
-            database = str(conninfo_to_dict(self.side.database_url)["dbname"])
-            return pgbench.run_script(
-                self.as_unit_service(), database, clients, int(seconds),
-                ["-f", script.name, "-D", f"tenant={self.name}"],
-            )  # fmt: skip
-        finally:
-            Path(script.name).unlink()
+        return pgbench.run_text(self.as_unit_service(), GUARDED_FOR.format(documents=100_000),
+                                clients, int(seconds), {"tenant": self.name})  # fmt: skip
 
     # -- the same calls, counted -------------------------------------------------------
 

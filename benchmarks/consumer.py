@@ -31,7 +31,6 @@ import os
 import random
 import subprocess
 import sys
-import tempfile
 import time
 import uuid
 from collections.abc import Callable
@@ -45,7 +44,7 @@ import psutil
 import psycopg
 from confluent_kafka import Consumer
 from confluent_kafka.schema_registry import SchemaRegistryClient
-from psycopg.conninfo import conninfo_to_dict, make_conninfo
+from psycopg.conninfo import make_conninfo
 from psycopg.types.json import Jsonb
 
 from benchmarks import hop, pgbench, topics
@@ -61,6 +60,11 @@ Progress = Callable[[str], None]
 SERVICES = ("creator", "bench-batched", "bench-single", "bench-alone", "bench-lanes", "bench-hop",
             "bench-next", "bench-pg")  # fmt: skip
 LANES = 4  # batch 1's units in flight at once in the lanes run
+
+# The one-INSERT transaction the guarded unit is held against.
+INSERT_ONE = """\\set n random(1, 1000000000)
+INSERT INTO handoff_bench.pgbench_insert (n) VALUES (:n);
+"""
 
 # The guarded unit of one event as a C client runs it: the database's share of
 # a batch-1 consumer (guard, ordering, one effect row, commit) without Python,
@@ -298,18 +302,7 @@ class Bench:
     def pgbench_insert(self, seconds: int) -> pgbench.PgbenchResult:
         with psycopg.connect(self.settings.database_url, autocommit=True) as conn:
             conn.execute("CREATE TABLE IF NOT EXISTS handoff_bench.pgbench_insert (n bigint)")
-        with tempfile.NamedTemporaryFile("w", suffix=".sql", delete=False) as script:
-            script.write(
-                "\\set n random(1, 1000000000)\n"
-                "INSERT INTO handoff_bench.pgbench_insert (n) VALUES (:n);\n"
-            )
-        try:
-            database = str(conninfo_to_dict(self.settings.database_url)["dbname"])
-            return pgbench.run_script(
-                self.settings.database_url, database, 1, seconds, ["-f", script.name]
-            )
-        finally:
-            Path(script.name).unlink()
+        return pgbench.run_text(self.settings.database_url, INSERT_ONE, 1, seconds)
 
     def python_guarded(self, seconds: float, documents: int) -> float:
         """pgbench_guarded's unit from a Python client, as the service bench-pg; units/s.
@@ -335,23 +328,13 @@ class Bench:
 
     def pgbench_guarded(self, seconds: int, documents: int) -> pgbench.PgbenchResult:
         """The guarded one-event unit driven by pgbench, as the service bench-pg."""
-        return self._pgbench_unit(GUARDED, self.as_service("bench-pg"), seconds, documents)
+        return pgbench.run_text(self.as_service("bench-pg"), GUARDED.format(documents=documents),
+                                1, seconds, {"tenant": self.tenant})  # fmt: skip
 
     def pgbench_floor(self, seconds: int, documents: int) -> pgbench.PgbenchResult:
         """The guarded unit's two rows as plain INSERTs (FLOOR), as the tables' owner."""
-        return self._pgbench_unit(FLOOR, self.settings.database_url, seconds, documents)
-
-    def _pgbench_unit(
-        self, script_text: str, url: str, seconds: int, documents: int
-    ) -> pgbench.PgbenchResult:
-        with tempfile.NamedTemporaryFile("w", suffix=".sql", delete=False) as script:
-            script.write(script_text.format(documents=documents))
-        try:
-            database = str(conninfo_to_dict(self.settings.database_url)["dbname"])
-            args = ["-f", script.name, "-D", f"tenant={self.tenant}"]
-            return pgbench.run_script(url, database, 1, seconds, args)
-        finally:
-            Path(script.name).unlink()
+        return pgbench.run_text(self.settings.database_url, FLOOR.format(documents=documents),
+                                1, seconds, {"tenant": self.tenant})  # fmt: skip
 
 
 def run(

@@ -8,14 +8,12 @@ statement, as the HTTP API's single statement checks it.
 
 from __future__ import annotations
 
-import tempfile
 import uuid
-from pathlib import Path
 
 import psycopg
 
 from benchmarks.emit import OWNERS
-from benchmarks.pgbench import PgbenchResult, run_script
+from benchmarks.pgbench import PgbenchResult, run_text
 from handoff.core.emitter import emit_as
 from handoff.core.identity import Credential
 from handoff.core.models import CreateRequest
@@ -55,29 +53,9 @@ def run(
                     status="new",
                 ),
             )
-        database = conn.info.dbname
-    with tempfile.TemporaryDirectory() as tmp:
-        script = Path(tmp) / "emit.sql"
-        # "-due" mixes give every handoff a deadline an hour out: all writers
-        # then share one deadline hour, the worst case for its counter rows.
-        base, _, due = mix.partition("-")
-        deadline = "now() + interval '1 hour'" if due else "NULL"
-        script.write_text(SCRIPT.format(next=NEXT[base], due=deadline))
-        return run_script(
-            database_url,
-            database,
-            clients,
-            seconds,
-            [
-                "-f",
-                str(script),
-                "-D",
-                f"tenant={tenant}",
-                "-D",
-                f"prefix={prefix}",
-                "-D",
-                "version=1",
-                "-D",
-                "oi=1",
-            ],
-        )
+    # "-due" mixes give every handoff a deadline an hour out: all writers
+    # then share one deadline hour, the worst case for its counter rows.
+    base, _, due = mix.partition("-")
+    deadline = "now() + interval '1 hour'" if due else "NULL"
+    return run_text(database_url, SCRIPT.format(next=NEXT[base], due=deadline), clients, seconds,
+                    {"tenant": tenant, "prefix": prefix, "version": 1, "oi": 1})  # fmt: skip

@@ -63,6 +63,21 @@ def run(superuser_url: str, clients: int, seconds: int) -> PgbenchResult:
     return run_script(superuser_url, DATABASE, clients, seconds, ["-b", "tpcb-like"])
 
 
+def run_text(
+    url: str, text: str, clients: int, seconds: int, defines: dict[str, object] | None = None
+) -> PgbenchResult:
+    """pgbench running the custom script ``text`` (its variables set by ``defines``)
+    against the database ``url`` names."""
+    database = str(conninfo_to_dict(url)["dbname"])
+    with tempfile.TemporaryDirectory() as tmp:
+        script = Path(tmp) / "script.sql"
+        script.write_text(text)
+        args = ["-f", str(script)]
+        for name, value in (defines or {}).items():
+            args += ["-D", f"{name}={value}"]
+        return run_script(url, database, clients, seconds, args)
+
+
 def run_script(
     url: str, database: str, clients: int, seconds: int, script: list[str]
 ) -> PgbenchResult:
