@@ -269,6 +269,9 @@ def bench_consumer(events: int, batch_size: int, rate: float, seconds: float) ->
         ["pgbench, the guarded one-event unit (guard + one INSERT), 1 client", r.guarded_tps,
          "", "", f"p50 {r.guarded_p50_ms:.2f} ms, p99 {r.guarded_p99_ms:.2f} ms; "
          f"{r.guarded_tps / r.pgbench_tps:.2f}x the one-INSERT (target >= 0.6x)"],
+        ["pgbench, the one-event claim (the unit batch 1 sends) + one INSERT, 1 client",
+         r.claimed_tps, "", "", f"{r.claimed_tps / r.pgbench_tps:.2f}x the one-INSERT, "
+         f"{r.claimed_tps / r.guarded_tps:.2f}x the guarded unit"],
         ["pgbench, the unit's guard row and effect row as plain INSERTs (no guard), 1 client",
          r.floor_tps, "", "", f"{r.floor_tps / r.pgbench_tps:.2f}x the one-INSERT: the floor "
          "under any guard that writes its row in the unit"],

@@ -58,7 +58,7 @@ from handoff.core.wire import Wire
 
 Progress = Callable[[str], None]
 SERVICES = ("creator", "bench-batched", "bench-single", "bench-alone", "bench-lanes", "bench-hop",
-            "bench-next", "bench-pg")  # fmt: skip
+            "bench-next", "bench-pg", "bench-claim")  # fmt: skip
 LANES = 4  # batch 1's units in flight at once in the lanes run
 
 # The one-INSERT transaction the guarded unit is held against.
@@ -98,6 +98,21 @@ INSERT INTO handoff.consumer_guards (tenant_id, consumer, event_id, fingerprint,
 VALUES (:tenant, 'bench-pg', md5(random()::text), '\\x00', 't-doc-' || :n, 1, 1);
 INSERT INTO handoff_bench.effects (tenant_id, consumer, event_id, occurred_at)
 VALUES (:tenant, 'bench-pg', :n, now());
+COMMIT;
+\\endpipeline
+"""
+
+# The unit batch 1 sends: the one-event claim (consumer_claim_one) and the effect row.
+# The claim refuses (and pgbench stops) unless the event is to be applied, so each
+# transaction takes the next document, once: run for as many transactions as there
+# are documents (n counts them; pgbench keeps a client's variables between them).
+CLAIMED = """\\set n :n + 1
+\\startpipeline
+BEGIN;
+SELECT handoff.consumer_claim_one(md5(random()::text), '\\x00', 't-doc-' || :n, 1, 1,
+                                  ARRAY['created'], NULL);
+INSERT INTO handoff_bench.effects (tenant_id, consumer, event_id, occurred_at)
+VALUES (:tenant, 'bench-claim', :n, now());
 COMMIT;
 \\endpipeline
 """
@@ -144,6 +159,7 @@ class ConsumerResult:
     guarded_tps: float
     guarded_p50_ms: float
     guarded_p99_ms: float
+    claimed_tps: float  # the one-event claim and the effect row (CLAIMED)
     floor_tps: float  # the guard's row and the effect row as plain INSERTs (FLOOR)
     python_tps: float
     hop: hop.HopRun
@@ -331,6 +347,13 @@ class Bench:
         return pgbench.run_text(self.as_service("bench-pg"), GUARDED.format(documents=documents),
                                 1, seconds, {"tenant": self.tenant})  # fmt: skip
 
+    def pgbench_claimed(self, documents: int) -> pgbench.PgbenchResult:
+        """The one-event claim's unit (CLAIMED) once for each document, as bench-claim."""
+        defines = {"tenant": self.tenant, "n": 0}
+        return pgbench.run_text(
+            self.as_service("bench-claim"), CLAIMED, 1, 0, defines, transactions=documents
+        )
+
     def pgbench_floor(self, seconds: int, documents: int) -> pgbench.PgbenchResult:
         """The guarded unit's two rows as plain INSERTs (FLOOR), as the tables' owner."""
         return pgbench.run_text(self.settings.database_url, FLOOR.format(documents=documents),
@@ -369,6 +392,8 @@ def run(
         insert = bench.pgbench_insert(max(int(seconds), 1))
         progress("  pgbench, the guarded one-event unit, one client…")
         guarded = bench.pgbench_guarded(max(int(seconds), 1), events)
+        progress("  pgbench, the one-event claim's unit, once for each document…")
+        claimed = bench.pgbench_claimed(events)
         progress("  pgbench, the unit's two rows as plain INSERTs (no guard function)…")
         floor = bench.pgbench_floor(max(int(seconds), 1), events)
         progress("  the same unit from a Python client (psycopg), one connection…")
@@ -381,6 +406,6 @@ def run(
     return ConsumerResult(
         bare, batched, single, alone, lanes, LANES, batch_size,
         insert.tps, insert.p50_ms, insert.p99_ms,
-        guarded.tps, guarded.p50_ms, guarded.p99_ms, floor.tps, python_tps,
+        guarded.tps, guarded.p50_ms, guarded.p99_ms, claimed.tps, floor.tps, python_tps,
         hopped,
     )  # fmt: skip

@@ -64,10 +64,16 @@ def run(superuser_url: str, clients: int, seconds: int) -> PgbenchResult:
 
 
 def run_text(
-    url: str, text: str, clients: int, seconds: int, defines: dict[str, object] | None = None
+    url: str,
+    text: str,
+    clients: int,
+    seconds: int,
+    defines: dict[str, object] | None = None,
+    transactions: int | None = None,
 ) -> PgbenchResult:
     """pgbench running the custom script ``text`` (its variables set by ``defines``)
-    against the database ``url`` names."""
+    against the database ``url`` names; ``transactions`` a client, when given, instead
+    of ``seconds``."""
     database = str(conninfo_to_dict(url)["dbname"])
     with tempfile.TemporaryDirectory() as tmp:
         script = Path(tmp) / "script.sql"
@@ -75,13 +81,20 @@ def run_text(
         args = ["-f", str(script)]
         for name, value in (defines or {}).items():
             args += ["-D", f"{name}={value}"]
-        return run_script(url, database, clients, seconds, args)
+        return run_script(url, database, clients, seconds, args, transactions)
 
 
 def run_script(
-    url: str, database: str, clients: int, seconds: int, script: list[str]
+    url: str,
+    database: str,
+    clients: int,
+    seconds: int,
+    script: list[str],
+    transactions: int | None = None,
 ) -> PgbenchResult:
-    """pgbench with prepared statements; p50/p99 from its per-transaction log."""
+    """pgbench with prepared statements for ``seconds`` (or ``transactions`` a client);
+    p50/p99 from its per-transaction log."""
+    length = ["-T", str(seconds)] if transactions is None else ["-t", str(transactions)]
     with tempfile.TemporaryDirectory() as tmp:
         done = subprocess.run(
             [
@@ -94,8 +107,7 @@ def run_script(
                 str(clients),
                 "-j",
                 str(min(clients, 2)),
-                "-T",
-                str(seconds),
+                *length,
                 "--log",
                 f"--log-prefix={Path(tmp) / 'tx'}",
             ],

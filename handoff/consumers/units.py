@@ -254,6 +254,18 @@ class Processor:
     def _claim(self, tx: HandoffTx, items: list[Item]) -> None:
         """The claim of ``items``, deferred: it goes first in the unit's next message and
         raises (EventNotClaimed) unless every one of them is to be applied now."""
+        if len(items) == 1 and (event := items[0].event) is not None:
+            one = {
+                "event_id": event.event_id,
+                "fingerprint": event.fingerprint,
+                "document_id": event.document_id,
+                "run_id": event.run_id,
+                "version": event.version,
+                "types": self._types,
+                "owner": self.app.owner,
+            }
+            tx.write(*tx.by_tenant(guards.CLAIM_ONE, guards.CLAIM_ONE_FOR, one))
+            return
         tx.write(*tx.by_tenant(guards.CLAIM, guards.CLAIM_FOR, self._guard_params(items)))
 
     def _apply(self, tx: HandoffTx, event: Event, skipped: str | None) -> None:

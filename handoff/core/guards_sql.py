@@ -17,6 +17,11 @@ SELECT verdict, detail
 # The same for one event, raising SQLSTATE P0H00 (EventNotClaimed) unless it is
 # to be applied now: sent with the handler's writes and the COMMIT (consumer_claim).
 CLAIM = "SELECT handoff.consumer_claim(%(events)s, %(types)s, %(owner)s)"
+# A unit of one event claims it with scalar arguments (claim_one.sql says why).
+CLAIM_ONE = """
+SELECT handoff.consumer_claim_one(%(event_id)s, %(fingerprint)s, %(document_id)s, %(run_id)s,
+                                  %(version)s, %(types)s, %(owner)s)
+"""
 
 # The same, naming the consumer's tenant: on Citus each is one call handed to the
 # tenant's worker, inside the unit too (handoff/sql/by_tenant.sql).
@@ -25,6 +30,11 @@ SELECT verdict, detail
   FROM handoff.consumer_begin_for(%(tenant)s, %(events)s, %(types)s, %(owner)s, %(reconcile)s)
 """
 CLAIM_FOR = "SELECT handoff.consumer_claim_for(%(tenant)s, %(events)s, %(types)s, %(owner)s)"
+CLAIM_ONE_FOR = """
+SELECT handoff.consumer_claim_one_for(%(tenant)s, %(event_id)s, %(fingerprint)s,
+                                      %(document_id)s, %(run_id)s, %(version)s, %(types)s,
+                                      %(owner)s)
+"""
 
 HOLD = """
 SELECT handoff.consumer_hold(%(reason)s, %(event)s, %(key)s, %(value)s, %(headers)s,

@@ -104,8 +104,8 @@ NODE_LOCAL = ("relay_wakeup",)
 # and a service's removal. by_tenant.sql says why a unit needs it.
 DELEGATED = (
     "emit_direct_for", "emit_http_for", "lock_service_for", "consumer_begin_for",
-    "consumer_claim_for", "consumer_hold_for", "consumer_take_for", "effect_intend_for",
-    "workflow_start_for", "emit_direct_or_raise_for", "effect_claim_for",
+    "consumer_claim_for", "consumer_claim_one_for", "consumer_hold_for", "consumer_take_for",
+    "effect_intend_for", "workflow_start_for", "emit_direct_or_raise_for", "effect_claim_for",
     "effect_submitting_for", "effect_record_for", "effect_release_for",
 )  # fmt: skip
 

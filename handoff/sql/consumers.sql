@@ -88,12 +88,7 @@ AS $$
 DECLARE
     v_me       services := _consumer();
     e          record;
-    v_fp       bytea;
     v_old_fp   bytea;
-    v_pos_run  integer;
-    v_pos_ver  integer;
-    v_state    integer;
-    v_missing  text;
     v_batch    boolean;
     -- Whether this consumer has any quarantined or parked work at all: when
     -- it has none (nearly always), no event pays the per-document lookups.
@@ -200,93 +195,17 @@ BEGIN
 
     -- The general path, one event at a time, in order: documents that occur
     -- more than once (each event moves the position the next one is judged
-    -- by), and consumers with set-aside work.
+    -- by), and consumers with set-aside work. Each event's guard and ordering
+    -- is _guard_one's (claim_one.sql), which the one-event claim runs too.
     FOR e IN SELECT * FROM jsonb_to_recordset(p_events)
                  AS x("eventId" text, fingerprint text, "documentId" text, "runId" integer,
                       version integer)
     LOOP
-        v_fp := decode(e.fingerprint, 'hex');
-        IF v_blocked THEN
-            IF EXISTS (SELECT 1 FROM quarantine q
-                        WHERE q.tenant_id = v_me.tenant_id AND q.consumer = v_me.name
-                          AND q.event_id = e."eventId" AND q.status IN ('open', 'retry'))
-               OR EXISTS (SELECT 1 FROM consumer_parked p
-                           WHERE p.tenant_id = v_me.tenant_id AND p.consumer = v_me.name
-                             AND p.event_id = e."eventId") THEN
-                verdict := 'held'; detail := NULL; RETURN NEXT; CONTINUE;
-            END IF;
-            IF EXISTS (SELECT 1 FROM quarantine q
-                        WHERE q.tenant_id = v_me.tenant_id AND q.consumer = v_me.name
-                          AND q.document_id = e."documentId" AND q.status IN ('open', 'retry'))
-               OR EXISTS (SELECT 1 FROM consumer_parked p
-                           WHERE p.tenant_id = v_me.tenant_id AND p.consumer = v_me.name
-                             AND p.document_id = e."documentId"
-                             AND (p.run_id, p.version) < (e."runId", e.version)) THEN
-                verdict := 'park'; detail := NULL; RETURN NEXT; CONTINUE;
-            END IF;
-        END IF;
-
-        -- The guard. ON CONFLICT DO NOTHING waits for a concurrent insert of
-        -- the same key to commit or roll back, then decides: two processes
-        -- given the same event cannot both see it as new. A lock timeout or
-        -- a serialization failure raises; it is never read as "duplicate".
-        INSERT INTO consumer_guards AS g (tenant_id, consumer, event_id, fingerprint, document_id,
-                                          run_id, version)
-        VALUES (v_me.tenant_id, v_me.name, e."eventId", v_fp, e."documentId", e."runId", e.version)
-        ON CONFLICT DO NOTHING;
-        IF NOT FOUND THEN
-            SELECT g.fingerprint INTO v_old_fp FROM consumer_guards g
-             WHERE g.tenant_id = v_me.tenant_id AND g.consumer = v_me.name
-               AND g.event_id = e."eventId";
-            verdict := CASE WHEN v_old_fp = v_fp THEN 'duplicate' ELSE 'conflict' END;
-            detail := NULL; RETURN NEXT; CONTINUE;
-        END IF;
-
-        SELECT g.run_id, g.version INTO v_pos_run, v_pos_ver FROM consumer_guards g
-         WHERE g.tenant_id = v_me.tenant_id AND g.consumer = v_me.name
-           AND g.document_id = e."documentId" AND g.event_id <> e."eventId"
-         ORDER BY g.run_id DESC, g.version DESC LIMIT 1;
-        IF v_pos_run > e."runId" OR (v_pos_run = e."runId" AND v_pos_ver >= e.version) THEN
-            verdict := 'stale';
-            detail := format('position is run %s version %s', v_pos_run, v_pos_ver);
-            RETURN NEXT; CONTINUE;
-        END IF;
-        IF v_pos_run IS DISTINCT FROM e."runId" THEN
-            v_pos_ver := 0;  -- a new run: its versions start again at 1
-        END IF;
-
-        SELECT s.version INTO v_state FROM document_state s
-         WHERE s.tenant_id = v_me.tenant_id AND s.document_id = e."documentId"
-           AND s.run_id = e."runId";
-        IF NOT FOUND OR e.version > v_state THEN
-            DELETE FROM consumer_guards g WHERE g.tenant_id = v_me.tenant_id
-               AND g.consumer = v_me.name AND g.event_id = e."eventId";
-            verdict := 'future';
-            detail := format('the database holds %s of run %s',
-                             coalesce('version ' || v_state, 'no state'), e."runId");
-            RETURN NEXT; CONTINUE;
-        END IF;
-
-        -- Versions between the position and this one that this consumer
-        -- handles: they were accepted, so their events exist and are late.
-        -- (The next version in line, the usual case, needs no look.)
-        v_missing := NULL;
-        IF e.version > v_pos_ver + 1 THEN
-            SELECT string_agg(h.version::text, ',' ORDER BY h.version) INTO v_missing
-              FROM document_history h
-             WHERE h.tenant_id = v_me.tenant_id AND h.document_id = e."documentId"
-               AND h.run_id = e."runId" AND h.version > v_pos_ver AND h.version < e.version
-               AND h.event_type = ANY (p_types)
-               AND (p_owner IS NULL OR h.owner_after = p_owner);
-        END IF;
-        IF v_missing IS NOT NULL AND NOT p_reconcile THEN
-            DELETE FROM consumer_guards g WHERE g.tenant_id = v_me.tenant_id
-               AND g.consumer = v_me.name AND g.event_id = e."eventId";
-            verdict := 'gap'; detail := v_missing; RETURN NEXT; CONTINUE;
-        END IF;
-
-        -- Applied: this guard row is the new position; a rollback undoes both.
-        verdict := 'apply'; detail := v_missing; RETURN NEXT;
+        SELECT g.verdict, g.detail INTO verdict, detail
+          FROM _guard_one(v_me, v_blocked, e."eventId", decode(e.fingerprint, 'hex'),
+                          e."documentId", e."runId", e.version, p_types, p_owner,
+                          p_reconcile) g;
+        RETURN NEXT;
     END LOOP;
 END
 $$;

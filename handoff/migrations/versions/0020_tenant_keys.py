@@ -19,6 +19,7 @@ _upgrade_sql, _downgrade_sql = sql_steps(__file__)
 def upgrade() -> None:
     _upgrade_sql()
     apply_family("consumers", revision)  # without consumer_begin's line since 0029
+    apply_frozen("0030_claim_one.before.sql", revision)  # consumer_begin as of this day
     apply_family("effects", revision)
     apply_frozen("0026_effect_plans.before.sql")  # effect_record as of this day
     apply_frozen("0023_effects_by_tenant.before.sql")  # effect_claim as of this day

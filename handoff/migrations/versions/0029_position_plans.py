@@ -8,15 +8,20 @@ The SET line ends ``-- since 0029_position_plans``: the downgrade applies the fa
 the revision below has it, which leaves that line out.
 """
 
-from handoff.migrations.helpers import apply_family
+from handoff.migrations.helpers import apply_family, apply_frozen
 
 revision = "0029_position_plans"
 down_revision = "0028_effect_release"
 
 
+FROZEN = "0030_claim_one.before.sql"  # consumer_begin as of this day
+
+
 def upgrade() -> None:
-    apply_family("consumers")
+    apply_family("consumers", revision)
+    apply_frozen(FROZEN, revision)
 
 
 def downgrade() -> None:
     apply_family("consumers", down_revision)
+    apply_frozen(FROZEN, down_revision)

@@ -209,3 +209,52 @@ def _rotate(admin: psycopg.Connection[Any], tenant: str, name: str) -> str:
     from handoff.core.services import rotate_service
 
     return rotate_service(admin, name, tenant=tenant).token
+
+
+def _claim_one(
+    conn: psycopg.Connection[Any], event_id: str, fingerprint: str = "aa", version: int = 1
+) -> str:
+    """consumer_claim_one's answer, in a transaction rolled back after: "apply", or the
+    verdict its refusal (SQLSTATE P0H00) names."""
+    one = {"event_id": event_id, "fingerprint": bytes.fromhex(fingerprint), "document_id": "g",
+           "run_id": 1, "version": version, "types": ["created"], "owner": None}  # fmt: skip
+    try:
+        conn.execute(guards.CLAIM_ONE, one)
+        return "apply"
+    except psycopg.Error as exc:
+        assert exc.sqlstate == "P0H00", exc
+        return str(exc.diag.message_primary).removeprefix("event not claimed: ")
+    finally:
+        conn.rollback()
+
+
+def _verdict(
+    conn: psycopg.Connection[Any], event_id: str, fingerprint: str = "aa", version: int = 1
+) -> str:
+    """consumer_begin's verdict on the same event, in a transaction rolled back after."""
+    params = _params(event_id, fingerprint)
+    params["events"] = Jsonb([{**params["events"].obj[0], "version": version}])
+    row = conn.execute(guards.VERDICTS, params).fetchone()
+    conn.rollback()
+    assert row is not None
+    return str(row[0])
+
+
+def test_the_one_event_claim_refuses_what_consumer_begin_would_not_apply(
+    created: Callable[[str], psycopg.Connection[Any]],
+) -> None:
+    conn = created("audit")
+    assert _claim_one(conn, "g-1") == "apply" == _verdict(conn, "g-1")
+    assert conn.execute(guards.CLAIM_ONE, {
+        "event_id": "g-1", "fingerprint": b"\xaa", "document_id": "g", "run_id": 1,
+        "version": 1, "types": ["created"], "owner": None}).fetchone() is not None  # fmt: skip
+    conn.commit()  # g-1 taken: the position is version 1
+    cases = {
+        "duplicate": ("g-1", "aa", 1),
+        "conflict": ("g-1", "bb", 1),  # the same id, another fingerprint
+        "stale": ("g-2", "aa", 1),  # another event of the version taken
+        "future": ("g-3", "aa", 2),  # a version the database does not hold
+    }
+    for expected, (event_id, fingerprint, version) in cases.items():
+        assert _verdict(conn, event_id, fingerprint, version) == expected
+        assert _claim_one(conn, event_id, fingerprint, version) == expected
