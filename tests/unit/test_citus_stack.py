@@ -151,7 +151,7 @@ def test_every_delegated_entry_point_names_its_tenant_first() -> None:
     families = Path(__file__).resolve().parents[2] / "handoff" / "sql"
     text = "".join(
         (families / f"{f}.sql").read_text()
-        for f in ("by_tenant", "effects_by_tenant", "effect_release")
+        for f in ("by_tenant", "effects_by_tenant", "effect_release", "claim_one")
     )
     for name in DELEGATED:
         assert re.search(rf"FUNCTION handoff\.{name}\(\s*p_tenant text,", text), name
