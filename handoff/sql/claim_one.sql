@@ -131,17 +131,19 @@ SET enable_sort = off  -- why: consumer_begin in consumers.sql
 AS $$
 DECLARE
     v_me      services := _consumer();
+    v_blocked boolean;
     v_verdict text;
 BEGIN
-    v_verdict := (_guard_one(
-        v_me,
-        EXISTS (SELECT 1 FROM quarantine q
-                 WHERE q.tenant_id = v_me.tenant_id AND q.consumer = v_me.name
-                   AND q.status IN ('open', 'retry'))
-        OR EXISTS (SELECT 1 FROM consumer_parked p
-                    WHERE p.tenant_id = v_me.tenant_id AND p.consumer = v_me.name),
-        p_event_id, p_fingerprint, p_document_id, p_run_id, p_version, p_types, p_owner,
-        false)).verdict;
+    -- A statement of its own: on Citus an expression that reads a distributed
+    -- table is sent whole to the tenant's shard, and _guard_one called inside
+    -- it would run there, where its own statements may not be routed.
+    v_blocked := EXISTS (SELECT 1 FROM quarantine q
+                          WHERE q.tenant_id = v_me.tenant_id AND q.consumer = v_me.name
+                            AND q.status IN ('open', 'retry'))
+              OR EXISTS (SELECT 1 FROM consumer_parked p
+                          WHERE p.tenant_id = v_me.tenant_id AND p.consumer = v_me.name);
+    v_verdict := (_guard_one(v_me, v_blocked, p_event_id, p_fingerprint, p_document_id,
+                             p_run_id, p_version, p_types, p_owner, false)).verdict;
     IF v_verdict <> 'apply' THEN
         RAISE EXCEPTION 'event not claimed: %', v_verdict USING ERRCODE = 'P0H00';
     END IF;
