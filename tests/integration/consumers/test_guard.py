@@ -258,3 +258,18 @@ def test_the_one_event_claim_refuses_what_consumer_begin_would_not_apply(
     for expected, (event_id, fingerprint, version) in cases.items():
         assert _verdict(conn, event_id, fingerprint, version) == expected
         assert _claim_one(conn, event_id, fingerprint, version) == expected
+
+
+def test_the_one_event_claim_naming_another_tenant_is_refused_as_an_unknown_service(
+    created: Callable[[str], psycopg.Connection[Any]],
+) -> None:
+    conn = created("audit")
+    tenant = conn.execute(guards.WHOAMI).fetchone()
+    assert tenant is not None
+    one = {"event_id": "g-1", "fingerprint": b"\xaa", "document_id": "g", "run_id": 1,
+           "version": 1, "types": ["created"], "owner": None}  # fmt: skip
+    with pytest.raises(psycopg.errors.InvalidAuthorizationSpecification, match="not in"):
+        conn.execute(guards.CLAIM_ONE_FOR, {**one, "tenant": f"{tenant[0]}-other"})
+    conn.rollback()
+    conn.execute(guards.CLAIM_ONE_FOR, {**one, "tenant": tenant[0]})  # its own: claimed
+    conn.rollback()
