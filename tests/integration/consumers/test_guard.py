@@ -30,13 +30,13 @@ def _login(
     return psycopg.connect(info, autocommit=autocommit)
 
 
-def _params(event_id: str, fingerprint: str = "aa") -> dict[str, Any]:
+def _params(event_id: str, fingerprint: str = "aa", version: int = 1) -> dict[str, Any]:
     event = {
         "eventId": event_id,
         "fingerprint": fingerprint,
         "documentId": "g",
         "runId": 1,
-        "version": 1,
+        "version": version,
     }
     return {"events": Jsonb([event]), "types": ["created"], "owner": None, "reconcile": False}
 
@@ -211,15 +211,19 @@ def _rotate(admin: psycopg.Connection[Any], tenant: str, name: str) -> str:
     return rotate_service(admin, name, tenant=tenant).token
 
 
+def _one(event_id: str, fingerprint: str = "aa", version: int = 1) -> dict[str, Any]:
+    """consumer_claim_one's arguments for an event of document g (as _params)."""
+    return {"event_id": event_id, "fingerprint": bytes.fromhex(fingerprint), "document_id": "g",
+            "run_id": 1, "version": version, "types": ["created"], "owner": None}  # fmt: skip
+
+
 def _claim_one(
     conn: psycopg.Connection[Any], event_id: str, fingerprint: str = "aa", version: int = 1
 ) -> str:
     """consumer_claim_one's answer, in a transaction rolled back after: "apply", or the
     verdict its refusal (SQLSTATE P0H00) names."""
-    one = {"event_id": event_id, "fingerprint": bytes.fromhex(fingerprint), "document_id": "g",
-           "run_id": 1, "version": version, "types": ["created"], "owner": None}  # fmt: skip
     try:
-        conn.execute(guards.CLAIM_ONE, one)
+        conn.execute(guards.CLAIM_ONE, _one(event_id, fingerprint, version))
         return "apply"
     except psycopg.Error as exc:
         assert exc.sqlstate == "P0H00", exc
@@ -232,9 +236,7 @@ def _verdict(
     conn: psycopg.Connection[Any], event_id: str, fingerprint: str = "aa", version: int = 1
 ) -> str:
     """consumer_begin's verdict on the same event, in a transaction rolled back after."""
-    params = _params(event_id, fingerprint)
-    params["events"] = Jsonb([{**params["events"].obj[0], "version": version}])
-    row = conn.execute(guards.VERDICTS, params).fetchone()
+    row = conn.execute(guards.VERDICTS, _params(event_id, fingerprint, version)).fetchone()
     conn.rollback()
     assert row is not None
     return str(row[0])
@@ -245,9 +247,7 @@ def test_the_one_event_claim_refuses_what_consumer_begin_would_not_apply(
 ) -> None:
     conn = created("audit")
     assert _claim_one(conn, "g-1") == "apply" == _verdict(conn, "g-1")
-    assert conn.execute(guards.CLAIM_ONE, {
-        "event_id": "g-1", "fingerprint": b"\xaa", "document_id": "g", "run_id": 1,
-        "version": 1, "types": ["created"], "owner": None}).fetchone() is not None  # fmt: skip
+    conn.execute(guards.CLAIM_ONE, _one("g-1"))
     conn.commit()  # g-1 taken: the position is version 1
     cases = {
         "duplicate": ("g-1", "aa", 1),
@@ -266,8 +266,7 @@ def test_the_one_event_claim_naming_another_tenant_is_refused_as_an_unknown_serv
     conn = created("audit")
     tenant = conn.execute(guards.WHOAMI).fetchone()
     assert tenant is not None
-    one = {"event_id": "g-1", "fingerprint": b"\xaa", "document_id": "g", "run_id": 1,
-           "version": 1, "types": ["created"], "owner": None}  # fmt: skip
+    one = _one("g-1")
     with pytest.raises(psycopg.errors.InvalidAuthorizationSpecification, match="not in"):
         conn.execute(guards.CLAIM_ONE_FOR, {**one, "tenant": f"{tenant[0]}-other"})
     conn.rollback()
