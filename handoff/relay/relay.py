@@ -359,7 +359,17 @@ class Relay:
                 wakeups.arm()
             if self._fetch_into(conn, cursor, batches, in_flight):
                 continue
-            wait = CONFIRM_WAIT_S if cursor.unconfirmed else self.config.poll_interval_s
+            if cursor.unconfirmed:
+                wait = CONFIRM_WAIT_S
+            else:
+                # That look may have been the proof: save the bound before a long
+                # wait, or the rows it passed count as pending (the backlog, the
+                # audit) until the wait ends (a test with a minute's poll saw so).
+                self._save(conn, cursor)
+                # Not past the next rebalance either: slots another relay gave up
+                # are nobody's until then, and their rows wait for it (a notify
+                # that comes before it finds the slots not yet taken).
+                wait = min(self.config.poll_interval_s, next_rebalance - now)
             if wakeups is not None:
                 wakeups.wait(conn, wait)
             else:
