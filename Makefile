@@ -60,7 +60,8 @@ CITUS_HOME  ?= .handoff-citus
 CITUS_TESTS ?= tests/citus tests/integration/contract tests/integration/consumers/test_guard.py \
 	tests/integration/consumers/test_ordering.py tests/integration/effects \
 	tests/integration/operate/test_audit.py \
-	tests/integration/relay/test_relay.py tests/integration/operate/test_retention.py \
+	tests/integration/relay/test_relay.py tests/integration/relay/test_wakeups.py \
+	tests/integration/operate/test_retention.py \
 	tests/integration/operate/test_replay.py tests/integration/operate/test_backlog.py \
 	tests/integration/operate/test_cli_json.py \
 	tests/integration/tracker
