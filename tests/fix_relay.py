@@ -94,6 +94,15 @@ def pending(admin: psycopg.Connection[Any], tenant: str) -> int:
     return int(row[0]) if row else 0
 
 
+def slot_holders(admin: psycopg.Connection[Any]) -> int:
+    """The running relays: each holds its slots' advisory locks on its session."""
+    row = admin.execute(
+        "SELECT count(DISTINCT pid) FROM pg_locks WHERE locktype = 'advisory' "
+        "AND classid = x'484F4646'::int AND granted"
+    ).fetchone()
+    return int(row[0]) if row else 0
+
+
 def wait_published(admin: psycopg.Connection[Any], tenant: str, timeout: float = 120) -> None:
     assert wait_until(lambda: pending(admin, tenant) == 0, timeout, 0.25), (
         f"{pending(admin, tenant)} outbox rows of {tenant} still unpublished"

@@ -34,6 +34,7 @@ from tests.fix_relay import (
     consume,
     first_seen_versions,
     pending,
+    slot_holders,
     wait_published,
 )
 
@@ -49,10 +50,10 @@ def test_three_relays_publish_every_version_in_order(
     relays.start()
     relays.start()
     # late joiners get a fair share: the first gives slots up between batches
-    assert wait_until(lambda: _slot_holders(admin) == 3, 30), "three relays never shared slots"
+    assert wait_until(lambda: slot_holders(admin) == 3, 30), "three relays never shared slots"
     relays.procs[0].kill()  # the others must take its slots over
     relays.procs[0].wait(10)
-    assert wait_until(lambda: _slot_holders(admin) == 2, 30)
+    assert wait_until(lambda: slot_holders(admin) == 2, 30)
     emitting.join()
     wait_published(admin, tenant)
     events = consume(migrated, relays.topic, tenant, workload.complete)
@@ -367,14 +368,6 @@ def test_metrics_retention_and_routing(
 def _slots_held(admin: psycopg.Connection[Any]) -> int:
     row = admin.execute(
         "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' "
-        "AND classid = x'484F4646'::int AND granted"
-    ).fetchone()
-    return int(row[0]) if row else 0
-
-
-def _slot_holders(admin: psycopg.Connection[Any]) -> int:
-    row = admin.execute(
-        "SELECT count(DISTINCT pid) FROM pg_locks WHERE locktype = 'advisory' "
         "AND classid = x'484F4646'::int AND granted"
     ).fetchone()
     return int(row[0]) if row else 0

@@ -13,7 +13,7 @@ from typing import Any
 import psycopg
 
 from handoff.stack.procs import wait_until
-from tests.fix_relay import Relays, Workload, pending
+from tests.fix_relay import Relays, Workload, pending, slot_holders
 
 MINUTE_POLL = {"poll_interval_s": "60"}
 SETTLED_S = 20  # well inside the minute
@@ -35,7 +35,7 @@ def test_idle_relays_with_a_minute_poll_settle_each_emit_at_once(
     def shared() -> bool:
         workload.run(docs=6, steps=2, threads=2, prefix=f"warm{next(warm)}")
         wait_until(lambda: pending(admin, tenant) == 0, 2, 0.1)
-        return _slot_holders(admin) == 3 and pending(admin, tenant) == 0
+        return slot_holders(admin) == 3 and pending(admin, tenant) == 0
 
     assert wait_until(shared, 60, 0.2), "three relays never shared slots and settled"
     for round_ in range(15):
@@ -43,15 +43,6 @@ def test_idle_relays_with_a_minute_poll_settle_each_emit_at_once(
         assert wait_until(lambda: pending(admin, tenant) == 0, SETTLED_S, 0.1), (
             f"round {round_}: {_stuck(admin, tenant)}"
         )
-
-
-def _slot_holders(admin: psycopg.Connection[Any]) -> int:
-    """The running relays (each holds its slots' advisory locks on its session)."""
-    row = admin.execute(
-        "SELECT count(DISTINCT pid) FROM pg_locks WHERE locktype = 'advisory' "
-        "AND classid = x'484F4646'::int AND granted"
-    ).fetchone()
-    return int(row[0]) if row else 0
 
 
 def _stuck(admin: psycopg.Connection[Any], tenant: str) -> str:
