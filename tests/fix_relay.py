@@ -21,6 +21,7 @@ from confluent_kafka.schema_registry.avro import AvroDeserializer
 from confluent_kafka.serialization import MessageField, SerializationContext
 
 from handoff.core.client import HandoffClient
+from handoff.core.outbox_sql import RELAY_LOCK_CLASS
 from handoff.core.settings import HandoffSettings
 from handoff.stack.local import LocalStack
 from handoff.stack.procs import wait_until
@@ -94,13 +95,27 @@ def pending(admin: psycopg.Connection[Any], tenant: str) -> int:
     return int(row[0]) if row else 0
 
 
+# The relays' slot locks (handoff/relay/slots.py): one per owned slot, on the session
+# of the relay that owns it.
+SLOT_LOCKS = f"""
+SELECT count(*), count(DISTINCT pid) FROM pg_locks
+ WHERE locktype = 'advisory' AND classid = {RELAY_LOCK_CLASS} AND granted
+"""
+
+
+def slots_held(admin: psycopg.Connection[Any]) -> int:
+    """The slots some relay owns (all 256 once the relays have settled)."""
+    return _slot_locks(admin)[0]
+
+
 def slot_holders(admin: psycopg.Connection[Any]) -> int:
     """The running relays: each holds its slots' advisory locks on its session."""
-    row = admin.execute(
-        "SELECT count(DISTINCT pid) FROM pg_locks WHERE locktype = 'advisory' "
-        "AND classid = x'484F4646'::int AND granted"
-    ).fetchone()
-    return int(row[0]) if row else 0
+    return _slot_locks(admin)[1]
+
+
+def _slot_locks(admin: psycopg.Connection[Any]) -> tuple[int, int]:
+    row = admin.execute(SLOT_LOCKS).fetchone()
+    return (int(row[0]), int(row[1])) if row else (0, 0)
 
 
 def wait_published(admin: psycopg.Connection[Any], tenant: str, timeout: float = 120) -> None:

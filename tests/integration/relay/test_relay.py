@@ -35,6 +35,7 @@ from tests.fix_relay import (
     first_seen_versions,
     pending,
     slot_holders,
+    slots_held,
     wait_published,
 )
 
@@ -44,7 +45,7 @@ def test_three_relays_publish_every_version_in_order(
     migrated: HandoffSettings,
 ) -> None:  # fmt: skip
     relays.start()
-    assert wait_until(lambda: _slots_held(admin) == 256, 30)  # the first takes every slot
+    assert wait_until(lambda: slots_held(admin) == 256, 30)  # the first takes every slot
     emitting = threading.Thread(target=workload.run, args=(24, 15))
     emitting.start()
     relays.start()
@@ -61,7 +62,7 @@ def test_three_relays_publish_every_version_in_order(
     assert all(p.poll() is None for p in relays.procs[1:]), "a surviving relay died"
     # Each survivor takes its share of the dead relay's slots at its next rebalance,
     # between its batches (a make test-citus run once counted 212 of 256 right here).
-    assert wait_until(lambda: _slots_held(admin) == 256, 30), _slots_held(admin)
+    assert wait_until(lambda: slots_held(admin) == 256, 30), slots_held(admin)
 
 
 class _OnConnection(Calls[Receipt]):
@@ -363,14 +364,6 @@ def test_metrics_retention_and_routing(
     approved = consume(migrated, routed, tenant, lambda e: sum(map(len, e.values())) >= 3)
     assert {e["eventType"] for doc in approved.values() for e in doc} == {"approved"}
     assert sorted(e["version"] for doc in approved.values() for e in doc) == [6, 6, 6]
-
-
-def _slots_held(admin: psycopg.Connection[Any]) -> int:
-    row = admin.execute(
-        "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' "
-        "AND classid = x'484F4646'::int AND granted"
-    ).fetchone()
-    return int(row[0]) if row else 0
 
 
 def test_relays_starting_together_on_a_new_subject_all_register_it(
