@@ -36,7 +36,7 @@ class HandoffSettings(BaseSettings):
     database_url: Annotated[
         str,
         Field(description="libpq URL of the Handoff database (admin role for migrations)."),
-    ] = "postgresql://handoff@127.0.0.1:55432/handoff"
+    ] = "postgresql://handoff@127.0.0.1:15432/handoff"
     kafka_bootstrap: Annotated[
         str, Field(description="Kafka bootstrap servers, host:port[,host:port...].")
     ] = "127.0.0.1:19092"

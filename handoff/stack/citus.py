@@ -126,7 +126,7 @@ class CitusNode(Postgres):
     def port(self) -> int:
         if not self.worker:
             return self.state.ports.postgres
-        preferred = self.layout.settings.postgres_port + 10 + self.worker  # 55443, 55444
+        preferred = self.layout.settings.postgres_port + 10 + self.worker  # 15443, 15444
         return self.layout.port(self.state, self.name, preferred)
 
     @property

@@ -40,7 +40,7 @@ class StackSettings(BaseSettings):
     cache_dir: Annotated[
         Path, Field(description="Downloaded Kafka jars and registry, shared by checkouts.")
     ] = Field(default_factory=_default_cache)
-    postgres_port: Annotated[int, Field(description="Preferred PostgreSQL port.")] = 55432
+    postgres_port: Annotated[int, Field(description="Preferred PostgreSQL port.")] = 15432
     kafka_port: Annotated[int, Field(description="Preferred Kafka client port.")] = 19092
     kafka_controller_port: Annotated[int, Field(description="Preferred KRaft controller port.")] = (
         19093
@@ -204,14 +204,40 @@ def port_is_free(port: int, host: str = "127.0.0.1") -> bool:
         return True
 
 
+# Where the kernel takes the local port of an outgoing connection. A server port
+# inside it can be held by any client for as long as its connection lives (a
+# producer's link to the broker, say), so a part that starts later finds "its"
+# port taken. Linux says where the range is; elsewhere 49152 up is the IANA
+# range macOS and Windows use, and Linux's default starts at 32768.
+_EPHEMERAL_FILE = Path("/proc/sys/net/ipv4/ip_local_port_range")
+_EPHEMERAL_DEFAULT = (32768, 65535)
+# Fallback ports come from here, below every kernel's ephemeral range.
+_FALLBACK_FLOOR = 20000
+
+
+def ephemeral_range() -> tuple[int, int]:
+    """The kernel's range for outgoing connections' local ports."""
+    try:
+        low, high = (int(part) for part in _EPHEMERAL_FILE.read_text().split())
+    except (OSError, ValueError):
+        return _EPHEMERAL_DEFAULT
+    return low, high
+
+
 def pick_port(preferred: int, taken: set[int]) -> int:
-    """The preferred port if it is free, else one the kernel hands out.
+    """The preferred port if it is free, else a free one outside the ephemeral range.
 
     A second checkout (or CI's fresh clone next to a developer's stack) must
     not collide with the first, so a busy preferred port is not an error.
     """
     if preferred not in taken and port_is_free(preferred):
         return preferred
+    low = min(ephemeral_range()[0], _EPHEMERAL_DEFAULT[0])
+    candidates = [p for p in range(_FALLBACK_FLOOR, low) if p not in taken]
+    for candidate in secrets.SystemRandom().sample(candidates, k=min(len(candidates), 200)):
+        if port_is_free(candidate):
+            return candidate
+    # Every one tried is busy: let the kernel choose, inside its range.
     while True:
         with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
             sock.bind(("127.0.0.1", 0))

@@ -68,7 +68,7 @@ def node_name(node: int) -> str:
 def node_port(layout: Layout, state: StackState, node: int) -> int:
     if node == 1:
         return state.ports.postgres
-    preferred = layout.settings.postgres_port + node - 1  # 55433, 55434
+    preferred = layout.settings.postgres_port + node - 1  # 15433, 15434
     return layout.port(state, node_name(node), preferred)
 
 

@@ -14,7 +14,13 @@ import pytest
 from handoff.core.errors import StackError
 from handoff.stack import postgres
 from handoff.stack.kafka import Kafka, replication
-from handoff.stack.layout import Layout, StackSettings, pick_port, port_is_free
+from handoff.stack.layout import (
+    Layout,
+    StackSettings,
+    ephemeral_range,
+    pick_port,
+    port_is_free,
+)
 
 
 def test_busy_preferred_port_is_replaced_by_a_free_one() -> None:
@@ -32,6 +38,31 @@ def test_a_port_already_chosen_in_this_run_is_not_reused() -> None:
         probe.bind(("127.0.0.1", 0))
         free = probe.getsockname()[1]
     assert pick_port(free, {free}) != free
+
+
+def test_a_busy_preferred_port_is_replaced_outside_the_ephemeral_range() -> None:
+    low, _ = ephemeral_range()
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        chosen = {pick_port(busy.getsockname()[1], set()) for _ in range(20)}
+    assert all(20000 <= port < min(low, 32768) for port in chosen), chosen
+
+
+def test_every_preferred_port_lies_outside_the_ephemeral_range() -> None:
+    # A server port inside it can be held by a client's outgoing connection
+    # (the bench peer's PostgreSQL once found 55452 taken that way).
+    settings = StackSettings()
+    low, high = ephemeral_range()
+    preferred = {
+        name: value for name, value in settings.model_dump().items() if name.endswith("_port")
+    }
+    # Further nodes, Citus workers, the bench peer: offsets of these up to 20.
+    inside = {
+        name: value for name, value in preferred.items()
+        if any(low <= value + step <= high for step in range(21))
+    }  # fmt: skip
+    assert len(preferred) >= 8 and not inside
 
 
 def test_first_choice_is_persisted_privately_and_reused(tmp_path: Path) -> None:
