@@ -15,6 +15,7 @@ their ports are ever chosen anew.
 from __future__ import annotations
 
 import logging
+import shlex
 import socket
 import subprocess
 from importlib import resources
@@ -147,24 +148,30 @@ class Kafka(Part):
                 )
             self.console.print(f"formatting Kafka storage failed; once more:\n{said[-600:]}")
 
+    def command(self, java: Path, lib: Path) -> list[str]:
+        """The broker's command line (``java`` and ``lib`` are found by ``prepare``)."""
+        s = self.layout.settings
+        return [
+            str(java),
+            f"-Xms{s.kafka_heap_mb}m",
+            f"-Xmx{s.kafka_heap_mb}m",
+            "-XX:+UseG1GC",
+            "-XX:MaxGCPauseMillis=20",
+            "-Djava.awt.headless=true",
+            # The user's last: a JVM takes the last of two contradicting options.
+            *shlex.split(s.kafka_jvm_options),
+            home_marker(self.layout.home),
+            f"-Dlog4j2.configurationFile={self.dir / 'log4j2.xml'}",
+            f"-Dkafka.logs.dir={self.layout.logs}",
+            "-cp",
+            f"{lib}/*",
+            "kafka.Kafka",
+            str(self.dir / "server.properties"),
+        ]
+
     def start(self) -> None:
-        heap = self.layout.settings.kafka_heap_mb
         spawn(
-            [
-                str(self.java),
-                f"-Xms{heap}m",
-                f"-Xmx{heap}m",
-                "-XX:+UseG1GC",
-                "-XX:MaxGCPauseMillis=20",
-                "-Djava.awt.headless=true",
-                home_marker(self.layout.home),
-                f"-Dlog4j2.configurationFile={self.dir / 'log4j2.xml'}",
-                f"-Dkafka.logs.dir={self.layout.logs}",
-                "-cp",
-                f"{self.lib}/*",
-                "kafka.Kafka",
-                str(self.dir / "server.properties"),
-            ],
+            self.command(self.java, self.lib),
             log=self.log,
             pid_file=self.layout.pid_file(self.name),
             cwd=self.dir,

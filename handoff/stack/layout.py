@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import secrets
+import shlex
 import socket
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -65,6 +66,14 @@ class StackSettings(BaseSettings):
         str, Field(description="io.apicurio:apicurio-registry-app version (3.x).")
     ] = "3.3.3"
     kafka_heap_mb: Annotated[int, Field(ge=128, description="Kafka JVM heap.")] = 512
+    kafka_jvm_options: Annotated[
+        str,
+        Field(
+            description="More options for each broker's JVM, as a shell would split them, "
+            "after the stack's own (so they win): '-XX:TieredStopAtLevel=1' starts a broker "
+            "without its JIT warm-up (README 'A broker's first run').",
+        ),
+    ] = ""
     registry_heap_mb: Annotated[int, Field(ge=128, description="Registry JVM heap.")] = 384
     kafka_partitions: Annotated[
         int, Field(ge=1, description="Default partitions of auto-created topics.")
@@ -126,6 +135,17 @@ class StackSettings(BaseSettings):
             "the stack's PostgreSQL when it has no Citus installed (stack/citus_build.py)."
         ),
     ] = None
+
+    @field_validator("kafka_jvm_options")
+    @classmethod
+    def _jvm_options(cls, value: str) -> str:
+        try:
+            words = shlex.split(value)
+        except ValueError as exc:
+            raise ValueError(f"cannot be split into options: {exc}") from None
+        if odd := [word for word in words if not word.startswith("-")]:
+            raise ValueError(f"JVM options begin with '-'; not {odd}")
+        return value
 
     @field_validator(
         "postgres_port",

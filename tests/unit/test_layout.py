@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from pydantic import ValidationError
 
 from handoff.core.errors import StackError
 from handoff.stack import postgres
@@ -107,6 +108,35 @@ def test_cluster_nodes_get_ports_of_their_own_and_one_quorum(tmp_path: Path) -> 
     assert len(voters) == 1  # every node names the same three voters
     assert voters.pop().count("@127.0.0.1:") == 3
     assert "min.insync.replicas=2" in nodes[0]._properties()
+
+
+def test_a_broker_takes_the_users_jvm_options_after_the_stacks(tmp_path: Path) -> None:
+    from rich.console import Console
+
+    settings = StackSettings(
+        home=tmp_path / "h", cache_dir=tmp_path / "c",
+        kafka_jvm_options="-XX:TieredStopAtLevel=1 '-Dnote=two words'",
+    )  # fmt: skip
+    layout = Layout(settings)
+    broker = Kafka(layout, layout.choose_state(), Console())
+    command = broker.command(Path("/jdk/bin/java"), Path("/lib"))
+    assert command[0] == "/jdk/bin/java" and command[-2:] == ["kafka.Kafka", str(
+        broker.dir / "server.properties")]  # fmt: skip
+    # after the stack's own (the JVM takes the last of two), before the main class
+    assert command.index("-XX:TieredStopAtLevel=1") > command.index("-XX:+UseG1GC")
+    assert command.index("-Dnote=two words") < command.index("kafka.Kafka")
+    plain = Kafka(Layout(StackSettings(home=tmp_path / "p", cache_dir=tmp_path / "c")),
+                  layout.choose_state(), Console())  # fmt: skip
+    assert not any("Tiered" in word for word in plain.command(Path("j"), Path("l")))
+
+
+@pytest.mark.parametrize(
+    ("value", "says"),
+    [("-Xss1m 'unclosed", "cannot be split"), ("-Xss1m TieredStopAtLevel=1", "begin with '-'")],
+)
+def test_jvm_options_that_are_not_options_are_refused(value: str, says: str) -> None:
+    with pytest.raises(ValidationError, match=says):
+        StackSettings(kafka_jvm_options=value)
 
 
 def test_replication_follows_the_broker_count() -> None:
