@@ -112,7 +112,7 @@ class CpuMeter:
         self.every_s = every_s
         self._base: dict[int, float] = {}  # CPU at the window's start (0: started within)
         self._last: dict[int, tuple[str, float]] = {}  # part and CPU at its last sample
-        self._machine = 0.0
+        self._machine: tuple[float, ...] = ()  # the machine's busy times at the start
         self.peak_rss_mb: dict[str, float] = dict.fromkeys(self.roots, 0.0)
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -137,9 +137,15 @@ class CpuMeter:
         self._last[-1] = ("pacer", own.user + own.system)
 
     @staticmethod
-    def _busy() -> float:
+    def _busy() -> tuple[float, ...]:
+        """The machine's CPU seconds in each busy state (all but idle and iowait).
+
+        Kept apart, not summed: each state's difference over the window is then
+        exact when it did not move, where a difference of two sums of large
+        counters came out a rounding error below zero in a window of a few ticks.
+        """
         t = psutil.cpu_times()
-        return sum(t) - t.idle - getattr(t, "iowait", 0.0)
+        return tuple(getattr(t, name) for name in t._fields if name not in ("idle", "iowait"))
 
     def start(self) -> None:
         self._sample()
@@ -159,7 +165,7 @@ class CpuMeter:
         if self._thread is not None:
             self._thread.join()
         self._sample()
-        machine = self._busy() - self._machine
+        machine = sum(now - then for now, then in zip(self._busy(), self._machine, strict=True))
         used = {name: 0.0 for name in [*self.roots, "pacer"]}
         for pid, (name, cpu) in self._last.items():
             used[name] += cpu - self._base.get(pid, 0.0)
