@@ -34,7 +34,7 @@ BACKLOG_DOCS = 10_000  # documents of a backlog; a row's version is its number /
 
 # Rows numbered start..stop as emits write them; occurredAt is each row's own
 # clock. bench relay fills its backlog with it (the relay starts after).
-_ROWS = f"""
+ROWS = f"""
 INSERT INTO handoff.outbox (tenant_id, document_id, run_id, version, event_id, event_type, payload)
 SELECT %(tenant)s, 'doc-' || (g %% {BACKLOG_DOCS}), 1, g / {BACKLOG_DOCS} + 1,
        %(tenant)s || '-' || g, 'handed',
@@ -47,29 +47,25 @@ SELECT %(tenant)s, 'doc-' || (g %% {BACKLOG_DOCS}), 1, g / {BACKLOG_DOCS} + 1,
            'assignedAt', handoff._micros(clock_timestamp()), 'dueAt', NULL,
            'completed', false, 'completedAt', NULL,
            'data', jsonb_build_object('amount', g, 'note', 'benchmark row'))
-  FROM {{source}}
+  FROM generate_series(%(start)s::bigint, %(stop)s::bigint) AS g
 """
-_SERIES = "generate_series(%(start)s::bigint, %(stop)s::bigint) AS g"
-ROWS = _ROWS.format(source=_SERIES)
 # The same with the emit's wake-up of an idle relay (relay_wakeup): bench peer's
 # rows, written while a relay waits. One server only: on Citus this statement
 # (a CTE updating a coordinator table beside an INSERT ... SELECT into a
 # distributed one) wrote every payload field computed from g as NULL (Citus
 # 14.0.1, seen 2026-12-03), so ROWS fills the backlog there.
 #
-# Its transaction id is taken before its first row's id (the join needs xact's
-# row before it yields one), as an emit's is: its first write is the document's
-# state row. The relay's proof that no late commit is skipped rests on that
-# (relay/cursor.py). Without it, a row whose id was taken just before a probe
-# read the last id, by a transaction that got its xid just after, was passed
-# by the bound and never published: bench peer's latency phase once waited
-# 120 s for 1 of 400 rows.
+# Its rows have their transaction's xid before their ids, as every outbox row
+# has since 0031_outbox_xid_first (the column's default takes it first). Before
+# it, a row whose id was drawn just before a relay's probe read the last id, by
+# a transaction that got its xid just after, was passed by the bound and never
+# published: bench peer's latency phase once waited 120 s for 1 of 400 rows.
 FILL = f"""
 WITH wake AS (
     UPDATE handoff.relay_wakeup SET waiting = false WHERE waiting
     RETURNING pg_notify('handoff_outbox', '')
-), xact AS MATERIALIZED (SELECT pg_current_xact_id() AS xid)
-{_ROWS.format(source=_SERIES + " CROSS JOIN xact")}"""
+)
+{ROWS}"""
 
 
 @dataclass

@@ -14,9 +14,10 @@ skip it for good. So the bound moves only past ids proven visible:
   taken (``FETCH_PENDING``; not the snapshot's xmax, which a running
   transaction's xid may exceed: a test with three relays lost rows so).
 - A probe takes the last id V of one fetch and the next xid X of the next
-  one, read after V was. Every emit that holds an id up to V had its
-  transaction id before it took the id (its first write is the document's
-  state row), so its transaction id is below X.
+  one, read after V was. Every writer that holds an id up to V had its
+  transaction id before it took the id (the outbox id's default takes the
+  xid first, since migration 0031_outbox_xid_first; an emit's first write is
+  the document's state row anyway), so its transaction id is below X.
 - A later fetch whose xmin is at least X sees every such emit ended: all ids
   up to V are visible to it or gone. That fetch returns the lowest pending
   rows it sees, so afterwards every id up to V has been fetched, or lies

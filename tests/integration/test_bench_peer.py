@@ -10,12 +10,10 @@ from __future__ import annotations
 
 import math
 
-import psycopg
 import pytest
 from confluent_kafka.admin import AdminClient  # type: ignore[attr-defined]
 
 from benchmarks import peer
-from benchmarks.relay import FILL
 from handoff.core.settings import HandoffSettings
 from handoff.stack.local import LocalStack
 
@@ -62,20 +60,3 @@ def test_the_peer_benchmark_runs_both_publishers_through_every_scenario_and_clea
     topics = AdminClient({"bootstrap.servers": settings.kafka_bootstrap}).list_topics(timeout=10)
     assert len(bench.topics) == 8
     assert not set(bench.topics) & set(topics.topics)
-
-
-def test_rows_written_beside_a_running_relay_take_their_xid_before_their_ids(
-    settings: HandoffSettings,
-) -> None:
-    # The relay's proof that no late commit is skipped holds for transactions that
-    # have their xid before they take an outbox id (relay/cursor.py), as an emit
-    # does. bench peer writes rows straight into the outbox while a relay runs:
-    # its rows must come out of a join with the CTE that takes the xid, so that
-    # no row is made (and no id drawn) before it.
-    with psycopg.connect(settings.database_url) as conn:
-        plan = [row[0] for row in conn.execute(
-            "EXPLAIN (COSTS OFF) " + FILL, {"tenant": "plan", "start": 1, "stop": 1})]  # fmt: skip
-        conn.rollback()
-    joined = next(i for i, line in enumerate(plan) if "Nested Loop" in line)
-    assert any("CTE Scan on xact" in line for line in plan[joined:]), plan
-    assert any("Insert on outbox" in line for line in plan[:joined]), plan
