@@ -52,14 +52,16 @@ def database(fresh_database: str, migrated: HandoffSettings) -> Iterator[str]:
 TRIES = 6
 
 
-def _xid_at_row(conn: psycopg.Connection[Any], statement: str) -> list[str]:
+def _xid_at_row(
+    conn: psycopg.Connection[Any], statement: str, params: dict[str, Any] | None = None
+) -> list[str]:
     """Runs ``statement`` TRIES times, each as its transaction's first write, and says
     what the trigger saw each time."""
     seen = []
     for _ in range(TRIES):
         with conn.transaction():
             assert conn.execute("SELECT pg_current_xact_id_if_assigned()").fetchone() == (None,)
-            conn.execute(statement)
+            conn.execute(statement, params)
             row = conn.execute("SELECT current_setting('watch.xid_at_row')").fetchone()
         assert row is not None
         seen.append(str(row[0]))
@@ -71,19 +73,14 @@ def test_a_row_that_is_its_transactions_first_write_has_its_xid_before_its_id(
 ) -> None:
     with psycopg.connect(database, autocommit=True) as conn:
         conn.execute(WATCH.format(schema="handoff", table="handoff.outbox"))
-        one = _xid_at_row(
-            conn,
-            "INSERT INTO handoff.outbox (tenant_id, document_id, run_id, version, event_id,"
-            " event_type, payload) VALUES ('ids', 'doc-1', 1, 1, gen_random_uuid(), 'handed',"
-            " '{}')",
-        )
+        one = _xid_at_row(conn, ROW, {"version": 1})
         assert "none" not in one, f"a row was built before its transaction had an xid: {one}"
         # bench peer's multi-row fill: the trigger runs for every row, the first included
         many = _xid_at_row(
             conn,
             "INSERT INTO handoff.outbox (tenant_id, document_id, run_id, version, event_id,"
-            " event_type, payload) SELECT 'ids', 'doc-2', 1, g, gen_random_uuid(), 'handed',"
-            " '{}' FROM generate_series(1, 3) AS g",
+            " event_type, payload) SELECT 'ids', 'doc-2', 1, g, 'many-' || g, 'handed', '{}'"
+            " FROM generate_series(1, 3) AS g",
         )
         assert "none" not in many, many
 
