@@ -14,6 +14,7 @@ from typing import Annotated
 
 import typer
 
+from handoff.core.errors import ConfigurationError
 from handoff.telemetry import logs, tracing
 
 # One line per registry or provider request otherwise.
@@ -47,12 +48,19 @@ def stop_on_signals(stop: Callable[[], None]) -> None:
 
 
 def serve_metrics(port: int | None, host: str = "127.0.0.1") -> None:
-    """The process's /metrics on ``port`` (none when it is None)."""
+    """The process's /metrics on ``port`` (none when it is None); a port it cannot
+    listen on (taken, or a host not of this machine) is a ConfigurationError saying so."""
     if port is None:
         return
     from prometheus_client import start_http_server
 
-    start_http_server(port, addr=host)
+    try:
+        start_http_server(port, addr=host)
+    except OSError as exc:
+        raise ConfigurationError(
+            f"cannot serve metrics on {host}:{port}: {exc.strerror or exc}; give another "
+            "--metrics-port (or --metrics-host)"
+        ) from exc
 
 
 def long_running(

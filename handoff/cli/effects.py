@@ -185,7 +185,13 @@ def sandbox_provider(
         console.print("[red]--latency-ms must be from 0 to 60000[/red]")
         raise typer.Exit(2)
     folder = data or default_home() / "sandbox-provider"
-    sandbox = Sandbox(host, port, folder, latency_ms=latency_ms)
+    try:
+        sandbox = Sandbox(host, port, folder, latency_ms=latency_ms)
+    except OSError as exc:  # its folder, or the port taken or a host not of this machine
+        where = exc.filename or f"{host}:{port} (give another --port or --host)"
+        console.print(f"[red]cannot start the sandbox provider: {where}: "
+                      f"{exc.strerror or exc}[/red]")  # fmt: skip
+        raise typer.Exit(2) from exc
     # Its stop waits for the server's loop: from a thread, not the signal handler.
     stop_on_signals(lambda: threading.Thread(target=sandbox.stop, daemon=True).start())
     # The address on stdout, alone: scripts read it (port 0 picks one).

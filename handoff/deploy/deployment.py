@@ -21,7 +21,10 @@
 
 Processes start in file order and stop in the reverse order. ``${NAME}`` in
 an env value is taken from the environment of ``handoff run`` (so secrets
-stay out of the file); a missing one is an error naming it.
+stay out of the file); a missing one is an error naming it. The copies of a
+handoff command listen on consecutive ports from the one it gives (review.1
+on 9400, review.2 on 9401 for ``--metrics-port 9400``); a port two processes
+would both listen on is an error naming them.
 """
 
 from __future__ import annotations
@@ -38,6 +41,11 @@ from handoff.core.errors import ConfigurationError
 
 NAME = re.compile(r"^[a-z][a-z0-9_-]{0,39}$")
 VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
+# The options by which a handoff command names a port it listens on (serve,
+# sandbox-provider; every long-running command's metrics). Why copies move up:
+# with count = 2 both copies would otherwise bind the same port, and the
+# second would fail and be restarted for ever.
+PORT_OPTIONS = ("--port", "--metrics-port")
 
 
 class ProcessSpec(BaseModel):
@@ -66,6 +74,42 @@ class ProcessSpec(BaseModel):
             raise ValueError("the command is empty")
         return self
 
+    def label(self, copy: int) -> str:
+        """How copy ``copy`` (from 0) is named in the view and its log: review, or review.2."""
+        return self.name if self.count == 1 else f"{self.name}.{copy + 1}"
+
+    def command(self, copy: int) -> list[str]:
+        """Copy ``copy``'s arguments: a handoff command's ports moved up by ``copy``
+        (0, any free port, stays 0); an exec command as written."""
+        if self.handoff is None:
+            assert self.exec is not None
+            return list(self.exec)
+        args = list(self.handoff)
+        for at, option, port in _ports_named(args):
+            inline = f"{option}=" if args[at].startswith(f"{option}=") else ""
+            args[at] = f"{inline}{port + copy}"
+        return args
+
+    def ports(self, copy: int) -> list[tuple[str, int]]:
+        """The ports copy ``copy`` listens on, with the option naming each."""
+        if self.handoff is None:
+            return []
+        return [(option, port + copy) for _, option, port in _ports_named(self.handoff)]
+
+
+def _ports_named(args: list[str]) -> list[tuple[int, str, int]]:
+    """Where a handoff command's arguments name a port it listens on: the index of the
+    argument holding the number (``--port 9400`` or ``--port=9400``), the option, the port."""
+    found = []
+    for n, arg in enumerate(args):
+        option, inline, value = arg.partition("=")
+        at = n if inline else n + 1
+        if not inline:
+            value = args[at] if at < len(args) else ""
+        if option in PORT_OPTIONS and value.isdigit() and int(value) > 0:
+            found.append((at, option, int(value)))
+    return found
+
 
 class Deployment(BaseModel):
     model_config = ConfigDict(extra="forbid")
@@ -81,6 +125,24 @@ class Deployment(BaseModel):
             raise ValueError(f"process names must be unique: {', '.join(twice)}")
         if not names:
             raise ValueError("no [[process]] to run")
+        return self
+
+    @model_validator(mode="after")
+    def _ports_apart(self) -> Deployment:
+        taken: dict[int, str] = {}
+        for spec in self.process:
+            for copy in range(spec.count):
+                for option, port in spec.ports(copy):
+                    label = spec.label(copy)
+                    if port > 65535:
+                        raise ValueError(f"{label}'s {option} would be {port}, above 65535")
+                    if port in taken:
+                        raise ValueError(
+                            f"{taken[port]} and {label} would both listen on port {port} "
+                            f"({option}); the copies of a process listen on consecutive "
+                            "ports from the one given"
+                        )
+                    taken[port] = label
         return self
 
 

@@ -50,6 +50,7 @@ def _die_with_parent() -> None:
 @dataclass
 class Child:
     spec: ProcessSpec
+    copy: int  # from 0: which of the spec's count (its ports are moved up by it)
     label: str
     colour: str
     proc: subprocess.Popen[bytes] | None = None
@@ -61,10 +62,10 @@ class Child:
     readers: list[threading.Thread] = field(default_factory=list)
 
     def argv(self) -> list[str]:
+        command = self.spec.command(self.copy)
         if self.spec.handoff is not None:
-            return [sys.executable, "-m", "handoff.cli", *self.spec.handoff]
-        assert self.spec.exec is not None
-        return list(self.spec.exec)
+            return [sys.executable, "-m", "handoff.cli", *command]
+        return command
 
 
 class Supervisor:
@@ -79,8 +80,8 @@ class Supervisor:
         self.children: list[Child] = []
         for index, spec in enumerate(deployment.process):
             for n in range(spec.count):
-                label = spec.name if spec.count == 1 else f"{spec.name}.{n + 1}"
-                self.children.append(Child(spec, label, COLOURS[index % len(COLOURS)]))
+                colour = COLOURS[index % len(COLOURS)]
+                self.children.append(Child(spec, n, spec.label(n), colour))
         self.stopping = threading.Event()
         logs.mkdir(parents=True, exist_ok=True)
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import psutil
 
-from handoff.stack.layout import pick_port
+from handoff.stack.layout import pick_port, port_is_free
 from handoff.stack.procs import wait_until
 from tests.fix_contract import answers_healthz
 
@@ -134,3 +134,38 @@ def test_only_the_named_processes_run_with_variables_from_an_env_file(tmp_path: 
         capture_output=True, text=True, timeout=60, check=False,
     )  # fmt: skip
     assert unknown.returncode != 0 and "the file has talker, other" in unknown.stderr
+
+
+def test_copies_of_a_process_listen_on_consecutive_ports(tmp_path: Path) -> None:
+    tried: set[int] = set()
+    port = pick_port(18960, tried)
+    while not port_is_free(port + 1):  # the second copy's port must be free too
+        tried.add(port)
+        port = pick_port(18960, tried)
+    file = tmp_path / "deployment.toml"
+    args = ["sandbox-provider", "--port", str(port), "--data", str(tmp_path / "sb")]
+    file.write_text("\n".join([
+        "[[process]]", 'name = "sandbox"', f"handoff = [{', '.join(_quote(a) for a in args)}]",
+        "count = 2",
+    ]))  # fmt: skip
+    out = tmp_path / "out.log"
+    with out.open("wb") as sink:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "handoff.cli", "run", str(file), "--logs", str(tmp_path)],
+            stdout=sink,
+            stderr=subprocess.STDOUT,
+        )
+    try:
+        for copy in (port, port + 1):
+            url = f"http://127.0.0.1:{copy}"
+            assert wait_until(lambda u=url: answers_healthz(u), 20), out.read_text()
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(30) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(10)
+    text = out.read_text()
+    # Neither copy failed to bind and was restarted.
+    assert "restarting" not in text and "Address already in use" not in text, text
+    assert f"sandbox.2 | http://127.0.0.1:{port + 1}" in text

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -61,13 +62,59 @@ restart = "always"
         ("[[process]]\nname = 'a'\nhandoff = ['relay']\nenv = { X = '${NOT_SET_ANYWHERE}' }\n",
          "NOT_SET_ANYWHERE"),
         ("[[process]\n", "not valid TOML"),
+        ("[[process]]\nname = 'a'\nhandoff = ['relay', '--metrics-port', '9400']\ncount = 2\n"
+         "[[process]]\nname = 'b'\nhandoff = ['consume', 'x:app', '--metrics-port=9401']\n",
+         "a.2 and b would both listen on port 9401 (--metrics-port)"),
+        ("[[process]]\nname = 'api'\nhandoff = ['serve', '--port', '9400']\n"
+         "[[process]]\nname = 'relay'\nhandoff = ['relay', '--metrics-port', '9400']\n",
+         "api and relay would both listen on port 9400"),
+        ("[[process]]\nname = 'a'\nhandoff = ['relay', '--metrics-port', '65535']\ncount = 2\n",
+         "a.2's --metrics-port would be 65536"),
     ],
 )  # fmt: skip
 def test_mistakes_are_refused_with_what_to_fix(tmp_path: Path, text: str, says: str) -> None:
-    with pytest.raises(ConfigurationError, match=says.replace("[", r"\[")):
+    with pytest.raises(ConfigurationError, match=re.escape(says)):
         load(_file(tmp_path, text))
 
 
 def test_a_missing_file_is_named(tmp_path: Path) -> None:
     with pytest.raises(ConfigurationError, match="cannot read"):
         load(tmp_path / "nope.toml")
+
+
+def test_copies_listen_on_consecutive_ports(tmp_path: Path) -> None:
+    found = load(
+        _file(
+            tmp_path,
+            """
+[[process]]
+name = "review"
+handoff = ["consume", "review:app", "--metrics-port", "9400", "--metrics-host", "0.0.0.0"]
+count = 3
+
+[[process]]
+name = "api"
+handoff = ["serve", "--port=18600", "--metrics-port", "0"]
+count = 2
+
+[[process]]
+name = "mailer"
+exec = ["node", "mailer.js", "--port", "9400"]
+count = 2
+""",
+        )
+    )
+    review, api, mailer = found.process
+    assert [review.label(n) for n in range(3)] == ["review.1", "review.2", "review.3"]
+    assert review.command(2) == ["consume", "review:app", "--metrics-port", "9402",
+                                 "--metrics-host", "0.0.0.0"]  # fmt: skip
+    assert [port for n in range(3) for _, port in review.ports(n)] == [9400, 9401, 9402]
+    assert review.ports(0) == [("--metrics-port", 9400)]
+    # The inline form moves too; 0 (any free port) stays 0 and is nobody's port.
+    assert api.command(1) == ["serve", "--port=18601", "--metrics-port", "0"]
+    assert api.ports(1) == [("--port", 18601)]
+    # Another program's arguments are its own: as written, and not checked.
+    assert mailer.command(1) == ["node", "mailer.js", "--port", "9400"]
+    assert mailer.ports(1) == []
+    assert found.process[0].handoff == ["consume", "review:app", "--metrics-port", "9400",
+                                        "--metrics-host", "0.0.0.0"]  # fmt: skip
