@@ -21,7 +21,8 @@ from handoff.telemetry import logs, tracing
 QUIET = ("httpx", "httpx2")
 
 MetricsPortOpt = Annotated[
-    int | None, typer.Option("--metrics-port", help="Serve Prometheus metrics on this port.")
+    int | None,
+    typer.Option("--metrics-port", min=1, max=65535, help="Serve Prometheus metrics on this port."),
 ]
 MetricsHostOpt = Annotated[
     str,

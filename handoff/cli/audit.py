@@ -48,10 +48,14 @@ def audit(
     ] = None,
     every: Annotated[
         float | None,
-        typer.Option(help="Audit again every this many seconds, exporting metrics (Ctrl-C stops)."),
+        typer.Option(
+            min=1.0,
+            help="Audit again every this many seconds, exporting metrics (Ctrl-C stops).",
+        ),
     ] = None,
     metrics_port: Annotated[
-        int, typer.Option(help="With --every: serve Prometheus metrics on this port.")
+        int,
+        typer.Option(min=1, max=65535, help="With --every: serve Prometheus metrics on this port."),
     ] = 9410,
     metrics_host: Annotated[str, typer.Option(help="With --every: metrics interface.")] = (
         "127.0.0.1"

@@ -65,7 +65,7 @@ def consume(
     metrics_port: MetricsPortOpt = None,
     metrics_host: MetricsHostOpt = "127.0.0.1",
     idle_exit: Annotated[
-        float | None, typer.Option(help="Exit after this many seconds without messages.")
+        float | None, typer.Option(min=0.0, help="Exit after this many seconds without messages.")
     ] = None,
     executors: Annotated[
         int | None,

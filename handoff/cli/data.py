@@ -75,7 +75,8 @@ def retention_run(
         ),
     ] = None,
     every: Annotated[
-        float | None, typer.Option(help="Purge again every this many seconds (Ctrl-C stops).")
+        float | None,
+        typer.Option(min=1.0, help="Purge again every this many seconds (Ctrl-C stops)."),
     ] = None,
     batch: Annotated[int, typer.Option(min=100, max=100_000, help="Rows per delete.")] = 10_000,
 ) -> None:

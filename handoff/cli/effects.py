@@ -168,7 +168,9 @@ def effects_run(
 
 def sandbox_provider(
     host: Annotated[str, typer.Option(help="Interface to listen on.")] = "127.0.0.1",
-    port: Annotated[int, typer.Option(help="Port (0: any free one, printed).")] = 8900,
+    port: Annotated[
+        int, typer.Option(min=0, max=65535, help="Port (0: any free one, printed).")
+    ] = 8900,
     data: Annotated[
         Path | None,
         typer.Option(help="Folder of its records (default <HANDOFF_HOME>/sandbox-provider)."),

@@ -20,7 +20,9 @@ def run(
     ],
     for_s: Annotated[
         float | None,
-        typer.Option("--for", help="Stop everything after this many seconds (default: Ctrl-C)."),
+        typer.Option(
+            "--for", min=1.0, help="Stop everything after this many seconds (default: Ctrl-C)."
+        ),
     ] = None,
     logs: Annotated[
         Path | None,

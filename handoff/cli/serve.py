@@ -13,8 +13,8 @@ from handoff.cli._common import console
 
 def serve(
     host: Annotated[str, typer.Option(help="Interface to listen on.")] = "127.0.0.1",
-    port: Annotated[int, typer.Option(help="TCP port.")] = 8000,
-    pool_size: Annotated[int, typer.Option(help="Database connections.")] = 16,
+    port: Annotated[int, typer.Option(min=1, max=65535, help="TCP port.")] = 8000,
+    pool_size: Annotated[int, typer.Option(min=1, max=1000, help="Database connections.")] = 16,
 ) -> None:
     """Serve the HTTP API (emits, queries, metrics) and the tracker's web UI at /."""
     from handoff.cli._process import setup_logging
