@@ -6,7 +6,9 @@ import argparse
 import json
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import asdict
+from typing import Any
 
 import psutil
 from rich.console import Console
@@ -448,6 +450,31 @@ def bench_citus(client_counts: list[int], seconds: float, citus_home: str) -> st
     )  # fmt: skip
 
 
+# Every benchmark by name; the default set runs when none is named.
+NAMES = ("emit", "relay", "tracker", "consumer", "effects", "audit", "compare", "hop", "peer",
+         "sync", "citus", "tracing")  # fmt: skip
+
+
+def _positive(kind: type[int] | type[float], zero: bool = False) -> Callable[[str], Any]:
+    """An argument type: a number above 0 (or from 0, with ``zero``), said as such."""
+
+    def parse(text: str) -> int | float:
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+        if value < 0 or (value == 0 and not zero):
+            raise argparse.ArgumentTypeError(f"{text}: give {'0 or more' if zero else 'above 0'}")
+        return value
+
+    return parse
+
+
+def _counts(text: str) -> list[int]:
+    """A comma-separated list of counts above 0 (client counts, sizes)."""
+    return [_positive(int)(item.strip()) for item in text.split(",")]
+
+
 def _layouts(text: str) -> list[tuple[int, int]]:
     try:
         return effects.layouts(text)
@@ -468,18 +495,36 @@ def main() -> None:
         "Citus coordinator and 2 workers, --citus-home) and tracing (off, sampling 0 and "
         "100 %%, --rounds) run only when named",
     )
-    parser.add_argument("--rows", type=int, default=1_000_000, help="relay backlog rows")
-    parser.add_argument("--rate", type=float, default=1000.0, help="emits/s for relay latency")
-    parser.add_argument("--seconds", type=float, default=10.0, help="measured time per run")
-    parser.add_argument("--clients", default="1,8,32", help="comma-separated client counts")
+    parser.add_argument("--rows", type=_positive(int), default=1_000_000, help="relay backlog rows")
     parser.add_argument(
-        "--sizes", default="10000,100000,1000000", help="tracker: active documents per run"
+        "--rate", type=_positive(float), default=1000.0, help="emits/s for relay latency"
     )
-    parser.add_argument("--reads", type=int, default=500, help="tracker: timed reads per kind")
-    parser.add_argument("--events", type=int, default=20_000, help="consumer: events per run")
-    parser.add_argument("--batch-size", type=int, default=500, help="consumer: batched size")
     parser.add_argument(
-        "--hop-rate", type=float, default=500.0, help="consumer: handoffs/s for hop latency"
+        "--seconds", type=_positive(float), default=10.0, help="measured time per run"
+    )
+    parser.add_argument(
+        "--clients", type=_counts, default="1,8,32", help="comma-separated client counts"
+    )
+    parser.add_argument(
+        "--sizes",
+        type=_counts,
+        default="10000,100000,1000000",
+        help="tracker: active documents per run",
+    )
+    parser.add_argument(
+        "--reads", type=_positive(int), default=500, help="tracker: timed reads per kind"
+    )
+    parser.add_argument(
+        "--events", type=_positive(int), default=20_000, help="consumer: events per run"
+    )
+    parser.add_argument(
+        "--batch-size", type=_positive(int), default=500, help="consumer: batched size"
+    )
+    parser.add_argument(
+        "--hop-rate",
+        type=_positive(float),
+        default=500.0,
+        help="consumer: handoffs/s for hop latency",
     )
     parser.add_argument(
         "--executors", default="1,4,16", type=_layouts,
@@ -487,33 +532,57 @@ def main() -> None:
         "executors/processes (16/2: 16 executors in 2 processes)",
     )  # fmt: skip
     parser.add_argument(
-        "--per-executor", type=int, default=200, help="effects: intents per executor per run"
+        "--per-executor",
+        type=_positive(int),
+        default=200,
+        help="effects: intents per executor per run",
     )
     parser.add_argument(
-        "--provider-latency-ms", type=int, default=20, help="effects: the provider's latency"
+        "--provider-latency-ms",
+        type=_positive(int, zero=True),
+        default=20,
+        help="effects: the provider's latency",
     )
-    parser.add_argument("--audit-sizes", default="100000,1000000", help="audit: documents per run")
-    parser.add_argument("--compare-documents", type=int, default=1_000_000,
+    parser.add_argument(
+        "--audit-sizes", type=_counts, default="100000,1000000", help="audit: documents per run"
+    )
+    parser.add_argument("--compare-documents", type=_positive(int), default=1_000_000,
                         help="compare: active documents for the tracker reads")  # fmt: skip
-    parser.add_argument("--write-price", type=float, default=Prices.write_per_million,
+    price = _positive(float, zero=True)
+    parser.add_argument("--write-price", type=price, default=Prices.write_per_million,
                         help="compare: USD per million DynamoDB write request units")  # fmt: skip
-    parser.add_argument("--read-price", type=float, default=Prices.read_per_million,
+    parser.add_argument("--read-price", type=price, default=Prices.read_per_million,
                         help="compare: USD per million DynamoDB read request units")  # fmt: skip
-    parser.add_argument("--gb-month-price", type=float, default=Prices.gb_month,
+    parser.add_argument("--gb-month-price", type=price, default=Prices.gb_month,
                         help="compare: USD per GB-month of DynamoDB storage")  # fmt: skip
-    parser.add_argument("--rounds", type=int, default=3, help="sync, tracing: rounds of each mode")
-    parser.add_argument("--runs", type=int, default=5, help="hop: runs, each --seconds long")
-    parser.add_argument("--peer-rows", type=int, default=100_000, help="peer: backlog rows")
-    parser.add_argument("--peer-runs", type=int, default=3, help="peer: runs of every scenario")
-    parser.add_argument("--hop-lanes", type=int, default=1, help="hop: the consumer's lanes")
+    parser.add_argument(
+        "--rounds", type=_positive(int), default=3, help="sync, tracing: rounds of each mode"
+    )
+    parser.add_argument(
+        "--runs", type=_positive(int), default=5, help="hop: runs, each --seconds long"
+    )
+    parser.add_argument(
+        "--peer-rows", type=_positive(int), default=100_000, help="peer: backlog rows"
+    )
+    parser.add_argument(
+        "--peer-runs", type=_positive(int), default=3, help="peer: runs of every scenario"
+    )
+    parser.add_argument(
+        "--hop-lanes", type=_positive(int), default=1, help="hop: the consumer's lanes"
+    )
     parser.add_argument(
         "--citus-home",
         default=".handoff-citus",
         help="citus: the Citus stack home (started if it is not running)",
     )
-    parser.add_argument("--citus-clients", default="8,32", help="citus: emit client counts")
+    parser.add_argument(
+        "--citus-clients", type=_counts, default="8,32", help="citus: emit client counts"
+    )
     args = parser.parse_args()
-    counts = [int(c) for c in args.clients.split(",")]
+    unknown = [name for name in args.which if name not in NAMES]
+    if unknown:
+        parser.error(f"no benchmark named {', '.join(unknown)}; there are {', '.join(NAMES)}")
+    counts = args.clients
     if "emit" in args.which:
         table = emit_bench.run(args.seconds, counts, console)
         console.print("\n[bold]Emit: accepted handoffs per second[/bold]")
@@ -523,7 +592,7 @@ def main() -> None:
         console.print("\n[bold]Relay[/bold]")
         print(table)
     if "tracker" in args.which:
-        table = bench_tracker([int(n) for n in args.sizes.split(",")], args.reads)
+        table = bench_tracker(args.sizes, args.reads)
         console.print("\n[bold]Tracker reads (server-side)[/bold]")
         print(table)
     if "consumer" in args.which:
@@ -557,7 +626,7 @@ def main() -> None:
                       "commit waits; alone: the standby stopped")  # fmt: skip
         print(table)
     if "citus" in args.which:
-        table = bench_citus([int(n) for n in args.citus_clients.split(",")], args.seconds,
+        table = bench_citus(args.citus_clients, args.seconds,
                             args.citus_home)  # fmt: skip
         console.print("\n[bold]One PostgreSQL beside Citus (a coordinator, 2 workers)[/bold]")
         console.print("on one machine: what the coordinator and distribution cost, not scaling")
@@ -567,7 +636,7 @@ def main() -> None:
         console.print("\n[bold]What tracing costs (exporting to Zipkin)[/bold]")
         print(table)
     if "audit" in args.which:
-        table = bench_audit([int(n) for n in args.audit_sizes.split(",")])
+        table = bench_audit(args.audit_sizes)
         console.print("\n[bold]Audit[/bold]")
         print(table)
 
