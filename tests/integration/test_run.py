@@ -5,6 +5,8 @@ from __future__ import annotations
 import signal
 import subprocess
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import psutil
@@ -22,14 +24,7 @@ def test_run_supervises_restarts_and_stops_in_reverse_order(tmp_path: Path) -> N
     port = pick_port(18950, set())
     file = tmp_path / "deployment.toml"
     file.write_text(_toml(port, tmp_path))
-    out = tmp_path / "out.log"
-    with out.open("wb") as sink:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "handoff.cli", "run", str(file), "--logs", str(tmp_path)],
-            stdout=sink,
-            stderr=subprocess.STDOUT,
-        )
-    try:
+    with _running(file, tmp_path) as (proc, out):
 
         def restarted() -> bool:
             text = out.read_text()
@@ -42,10 +37,6 @@ def test_run_supervises_restarts_and_stops_in_reverse_order(tmp_path: Path) -> N
         assert len(children) >= 4
         proc.send_signal(signal.SIGINT)  # Ctrl-C
         assert proc.wait(30) == 0
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait(10)
     text = out.read_text()
     assert "talker.1 | tick talker.1" in text and "talker.2 | tick talker.2" in text
     assert "sandbox | " in text
@@ -59,6 +50,24 @@ def test_run_supervises_restarts_and_stops_in_reverse_order(tmp_path: Path) -> N
     for child in children:
         assert not child.is_running() or child.status() == psutil.STATUS_ZOMBIE
     assert (tmp_path / "run-talker.1.log").read_text().startswith("tick talker.1")
+
+
+@contextmanager
+def _running(file: Path, folder: Path) -> Iterator[tuple[subprocess.Popen[bytes], Path]]:
+    """``handoff run file`` with its view in ``folder/out.log``; killed if still running."""
+    out = folder / "out.log"
+    with out.open("wb") as sink:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "handoff.cli", "run", str(file), "--logs", str(folder)],
+            stdout=sink,
+            stderr=subprocess.STDOUT,
+        )
+    try:
+        yield proc, out
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(10)
 
 
 def _toml(port: int, folder: Path) -> str:
@@ -91,23 +100,12 @@ def test_processes_end_when_handoff_run_is_killed(tmp_path: Path) -> None:
             ]
         )
     )
-    out = tmp_path / "out.log"
-    with out.open("wb") as sink:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "handoff.cli", "run", str(file), "--logs", str(tmp_path)],
-            stdout=sink,
-            stderr=subprocess.STDOUT,
-        )
-    try:
+    with _running(file, tmp_path) as (proc, out):
         assert wait_until(lambda: "tick talker" in out.read_text(), 20), out.read_text()
         [child] = psutil.Process(proc.pid).children()
         proc.kill()  # SIGKILL: no chance to stop anything in order
         proc.wait(10)
         assert wait_until(lambda: not child.is_running(), 10)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait(10)
 
 
 def test_only_the_named_processes_run_with_variables_from_an_env_file(tmp_path: Path) -> None:
@@ -148,23 +146,12 @@ def test_copies_of_a_process_listen_on_consecutive_ports(tmp_path: Path) -> None
         "[[process]]", 'name = "sandbox"', f"handoff = [{', '.join(_quote(a) for a in args)}]",
         "count = 2",
     ]))  # fmt: skip
-    out = tmp_path / "out.log"
-    with out.open("wb") as sink:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "handoff.cli", "run", str(file), "--logs", str(tmp_path)],
-            stdout=sink,
-            stderr=subprocess.STDOUT,
-        )
-    try:
+    with _running(file, tmp_path) as (proc, out):
         for copy in (port, port + 1):
             url = f"http://127.0.0.1:{copy}"
             assert wait_until(lambda u=url: answers_healthz(u), 20), out.read_text()
         proc.send_signal(signal.SIGINT)
         assert proc.wait(30) == 0
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait(10)
     text = out.read_text()
     # Neither copy failed to bind and was restarted.
     assert "restarting" not in text and "Address already in use" not in text, text
