@@ -42,20 +42,34 @@ def _env(url: str, database: str = DATABASE) -> dict[str, str]:
 
 def prepare(superuser_url: str, scale: int) -> None:
     """Create and initialise the pgbench database once (scale >= max clients)."""
+    if _initialised(superuser_url, scale):
+        return
     with psycopg.connect(superuser_url, autocommit=True) as conn:
-        if conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (DATABASE,)).fetchone():
-            with psycopg.connect(superuser_url.rsplit("/", 1)[0] + f"/{DATABASE}") as bench:
-                row = bench.execute("SELECT count(*) FROM pgbench_branches").fetchone()
-                if row and row[0] == scale:
-                    return
         conn.execute(f"DROP DATABASE IF EXISTS {DATABASE}")
         conn.execute(f"CREATE DATABASE {DATABASE}")
-    subprocess.run(
+    done = subprocess.run(
         [str(bin_dir() / "pgbench"), "-i", "-q", "-s", str(scale)],
         env=_env(superuser_url),
-        check=True,
         capture_output=True,
+        text=True,
+        check=False,
     )
+    if done.returncode != 0:
+        raise RuntimeError(f"pgbench -i -s {scale} failed: {done.stderr.strip()[-500:]}")
+
+
+def _initialised(superuser_url: str, scale: int) -> bool:
+    """Whether the pgbench database holds its tables at ``scale``. An init that failed
+    or was interrupted leaves the database without them: it is made again, not used."""
+    with psycopg.connect(superuser_url, autocommit=True) as conn:
+        if not conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (DATABASE,)).fetchone():
+            return False
+    try:
+        with psycopg.connect(superuser_url.rsplit("/", 1)[0] + f"/{DATABASE}") as bench:
+            row = bench.execute("SELECT count(*) FROM pgbench_branches").fetchone()
+    except psycopg.errors.UndefinedTable:
+        return False
+    return bool(row and row[0] == scale)
 
 
 def run(superuser_url: str, clients: int, seconds: int) -> PgbenchResult:
