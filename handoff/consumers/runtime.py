@@ -590,6 +590,17 @@ class Runtime:
         error = msg.error()
         if error is None:
             return False
+        if error.fatal() or error.code() == KafkaError._FATAL:
+            # A consumer's only fatal error: another member took its static id
+            # (group.instance.id). The client is dead from here on; a process
+            # that went on polling it would look alive and do nothing. (It comes
+            # as a message whose code is _FATAL, with fatal() False: seen.)
+            same = f" ({self.config.instance_id!r})" if self.config.instance_id else ""
+            raise ConfigurationError(
+                f"Kafka: {error.str()}; another consumer of the group runs with this "
+                f"process's instance id{same}: give each process its own (--instance-id, "
+                "HANDOFF_CONSUMER_INSTANCE_ID)"
+            )
         if kafka.is_outage(error):
             self.kafka_down.failed(error)
         elif error.code() != KafkaError._PARTITION_EOF:

@@ -529,6 +529,38 @@ def test_static_membership_a_killed_process_comes_back_as_the_same_member(
     exactly_once(admin, tenant, 60)
 
 
+def test_a_second_process_with_the_same_instance_id_ends_the_fenced_one_saying_why(
+    relays: Relays,
+    consumers: Consumers,
+    service: Callable[..., Credential],
+    admin: psycopg.Connection[Any],
+    tenant: str,
+) -> None:
+    """Kafka fences the member whose static id another took. Before, the fenced process
+    logged one warning and went on polling a dead client: alive, doing nothing. Now it
+    exits saying what to fix, and the member with the id does the work."""
+    creator, review = service("creator", can_create=True), service("review")
+    _create(creator, 20)
+    relays.run_once()
+    both = [consumers.start("review", review, "--instance-id", "review-1", "--batch-size", "5")]
+    assert wait_until(lambda: len(effects(admin, tenant)) >= 1, 60)
+    both.append(consumers.start("review", review, "--instance-id", "review-1", "--batch-size",
+                                "5"))  # fmt: skip
+    logs = [consumers.logs / f"consumer-{consumers.topic}-{n}.log" for n in range(2)]
+
+    def one_ended() -> bool:
+        return any(proc.poll() is not None for proc in both)
+
+    assert wait_until(one_ended, 60), " | ".join(log.read_text()[-2000:] for log in logs)
+    [fenced] = [n for n, proc in enumerate(both) if proc.poll() is not None]
+    assert both[fenced].returncode == 1
+    said = " ".join(logs[fenced].read_text().split())
+    assert "instance id ('review-1')" in said and "give each process its own" in said, said
+    assert both[1 - fenced].poll() is None
+    wait_effects(admin, tenant, 20)
+    exactly_once(admin, tenant, 20)
+
+
 def test_idle_exit_counts_from_the_end_of_the_work_not_from_the_poll(
     relays: Relays,
     consumers: Consumers,
