@@ -23,8 +23,10 @@ Processes start in file order and stop in the reverse order. ``${NAME}`` in
 an env value is taken from the environment of ``handoff run`` (so secrets
 stay out of the file); a missing one is an error naming it. The copies of a
 handoff command listen on consecutive ports from the one it gives (review.1
-on 9400, review.2 on 9401 for ``--metrics-port 9400``); a port two processes
-would both listen on is an error naming them.
+on 9400, review.2 on 9401 for ``--metrics-port 9400``), and are static group
+members of their own (``--instance-id review`` or HANDOFF_CONSUMER_INSTANCE_ID:
+review.1, review.2); a port two processes would both listen on is an error
+naming them.
 """
 
 from __future__ import annotations
@@ -46,6 +48,9 @@ VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 # with count = 2 both copies would otherwise bind the same port, and the
 # second would fail and be restarted for ever.
 PORT_OPTIONS = ("--port", "--metrics-port")
+# A consumer's static group membership, as an option and as a setting.
+INSTANCE_OPTION = "--instance-id"
+INSTANCE_ENV = "HANDOFF_CONSUMER_INSTANCE_ID"
 
 
 class ProcessSpec(BaseModel):
@@ -79,35 +84,55 @@ class ProcessSpec(BaseModel):
         return self.name if self.count == 1 else f"{self.name}.{copy + 1}"
 
     def command(self, copy: int) -> list[str]:
-        """Copy ``copy``'s arguments: a handoff command's ports moved up by ``copy``
-        (0, any free port, stays 0); an exec command as written."""
+        """Copy ``copy``'s arguments: a handoff command's ports moved up by ``copy`` (0,
+        any free port, stays 0) and, among several copies, its static member id made its
+        own; an exec command as written."""
         if self.handoff is None:
             assert self.exec is not None
             return list(self.exec)
         args = list(self.handoff)
-        for at, option, port in _ports_named(args):
+        for at, option, given in _options(args, (*PORT_OPTIONS, INSTANCE_OPTION)):
+            own = given
+            if option == INSTANCE_OPTION:
+                own = self._instance(given, copy)
+            elif given.isdigit() and int(given) > 0:
+                own = str(int(given) + copy)
             inline = f"{option}=" if args[at].startswith(f"{option}=") else ""
-            args[at] = f"{inline}{port + copy}"
+            args[at] = f"{inline}{own}"
         return args
+
+    def environment(self, copy: int) -> dict[str, str]:
+        """Copy ``copy``'s own env: among several copies, its static member id its own."""
+        env = dict(self.env)
+        if INSTANCE_ENV in env:
+            env[INSTANCE_ENV] = self._instance(env[INSTANCE_ENV], copy)
+        return env
+
+    def _instance(self, value: str, copy: int) -> str:
+        # Two members of one group with one static id fence each other out by
+        # turns (each restart takes the id from the other): review-1 becomes
+        # review-1.1, review-1.2 when there are two copies.
+        return value if self.count == 1 else f"{value}.{copy + 1}"
 
     def ports(self, copy: int) -> list[tuple[str, int]]:
         """The ports copy ``copy`` listens on, with the option naming each."""
         if self.handoff is None:
             return []
-        return [(option, port + copy) for _, option, port in _ports_named(self.handoff)]
+        args = self.command(copy)
+        return [(option, int(value)) for _, option, value in _options(args, PORT_OPTIONS)
+                if value.isdigit() and int(value) > 0]  # fmt: skip
 
 
-def _ports_named(args: list[str]) -> list[tuple[int, str, int]]:
-    """Where a handoff command's arguments name a port it listens on: the index of the
-    argument holding the number (``--port 9400`` or ``--port=9400``), the option, the port."""
+def _options(args: list[str], names: tuple[str, ...]) -> list[tuple[int, str, str]]:
+    """Where a command's arguments give one of the options ``names``: the index of the
+    argument holding the value (``--port 9400`` or ``--port=9400``), the option, the value."""
     found = []
     for n, arg in enumerate(args):
         option, inline, value = arg.partition("=")
         at = n if inline else n + 1
-        if not inline:
-            value = args[at] if at < len(args) else ""
-        if option in PORT_OPTIONS and value.isdigit() and int(value) > 0:
-            found.append((at, option, int(value)))
+        if option not in names or at >= len(args):
+            continue
+        found.append((at, option, value if inline else args[at]))
     return found
 
 

@@ -91,7 +91,7 @@ class Supervisor:
     # -- one child ---------------------------------------------------------------------
 
     def _start(self, child: Child) -> None:
-        env = {**os.environ, **self.deployment.env, **child.spec.env,
+        env = {**os.environ, **self.deployment.env, **child.spec.environment(child.copy),
                "PYTHONUNBUFFERED": "1", "HANDOFF_RUN_PROCESS": child.label}  # fmt: skip
         try:
             child.proc = subprocess.Popen(

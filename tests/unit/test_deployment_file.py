@@ -118,3 +118,37 @@ count = 2
     assert mailer.ports(1) == []
     assert found.process[0].handoff == ["consume", "review:app", "--metrics-port", "9400",
                                         "--metrics-host", "0.0.0.0"]  # fmt: skip
+
+
+def test_copies_are_static_members_each_of_its_own(tmp_path: Path) -> None:
+    # One static id in two copies: each restart would take it from the other.
+    found = load(
+        _file(
+            tmp_path,
+            """
+[[process]]
+name = "review"
+handoff = ["consume", "review:app", "--instance-id", "review-1"]
+count = 2
+
+[[process]]
+name = "routing"
+handoff = ["consume", "routing:app", "--instance-id=routing"]
+count = 2
+env = { HANDOFF_CONSUMER_INSTANCE_ID = "routing-env" }
+
+[[process]]
+name = "alone"
+handoff = ["consume", "alone:app", "--instance-id", "alone-1"]
+env = { HANDOFF_CONSUMER_INSTANCE_ID = "alone-env" }
+""",
+        )
+    )
+    review, routing, alone = found.process
+    assert review.command(0)[-1] == "review-1.1" and review.command(1)[-1] == "review-1.2"
+    assert routing.command(1)[-1] == "--instance-id=routing.2"
+    assert routing.environment(1) == {"HANDOFF_CONSUMER_INSTANCE_ID": "routing-env.2"}
+    assert routing.env == {"HANDOFF_CONSUMER_INSTANCE_ID": "routing-env"}  # the file's
+    # One process keeps the id it was given.
+    assert alone.command(0)[-1] == "alone-1"
+    assert alone.environment(0) == {"HANDOFF_CONSUMER_INSTANCE_ID": "alone-env"}
