@@ -54,7 +54,7 @@ def run(
         spec = only_processes(spec, [n.strip() for n in only.split(",") if n.strip()])
     out = Console(highlight=False, soft_wrap=True)
     lock = threading.Lock()
-    width = max(len(p.name) + (3 if p.count > 1 else 0) for p in spec.process)
+    width = max(len(p.label(n)) for p in spec.process for n in range(p.count))
 
     def say(label: str, colour: str, line: str) -> None:
         with lock:

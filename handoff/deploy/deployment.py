@@ -118,9 +118,9 @@ class ProcessSpec(BaseModel):
         """The ports copy ``copy`` listens on, with the option naming each."""
         if self.handoff is None:
             return []
-        args = self.command(copy)
-        return [(option, int(value)) for _, option, value in _options(args, PORT_OPTIONS)
-                if value.isdigit() and int(value) > 0]  # fmt: skip
+        return [(option, int(given) + copy) for _, option, given
+                in _options(self.handoff, PORT_OPTIONS)
+                if given.isdigit() and int(given) > 0]  # fmt: skip
 
 
 def _options(args: list[str], names: tuple[str, ...]) -> list[tuple[int, str, str]]:
