@@ -25,7 +25,7 @@ def upgrade() -> None:
     apply_frozen("0023_effects_by_tenant.before.sql")  # effect_claim as of this day
     apply_family("tracker")
     apply_frozen("0022_sample_by_tenant.before.sql")  # the fold and samples as of this day
-    apply_family("contract")
+    apply_family("contract", revision)  # without _micros's line since 0032
     apply_frozen("0027_emit_counts.before.sql")  # _count and _emit_contract as of this day
 
 

@@ -16,7 +16,7 @@ _upgrade_sql, _downgrade_sql = sql_steps(__file__)
 def upgrade() -> None:
     # The contract's _emit as of this revision; 0020 applies the same file, so a
     # downgrade leaves it (the two statements behave as the one did).
-    apply_family("contract")
+    apply_family("contract", revision)  # without _micros's line since 0032
     apply_frozen("0027_emit_counts.before.sql")  # _count and _emit_contract as of this day
     apply_family("by_tenant")
     _upgrade_sql()

@@ -16,7 +16,7 @@ FROZEN = "0027_emit_counts.before.sql"
 
 
 def upgrade() -> None:
-    apply_family("contract")
+    apply_family("contract", revision)  # without _micros's line since 0032
     # Internal, as _count was (0001_contract): callable only by the schema's owner.
     op.execute("REVOKE ALL ON FUNCTION handoff._counts(text, text, text, smallint) FROM PUBLIC")
     op.execute("DROP FUNCTION handoff._count(text, text, smallint, integer)")
