@@ -134,10 +134,19 @@ SET enable_seqscan = off  -- why: consumer_begin in consumers.sql
 SET enable_sort = off  -- why: consumer_begin in consumers.sql
 AS $$
 DECLARE
-    v_me      services := _consumer();
+    v_me      services;
     v_blocked boolean;
     v_verdict text;
 BEGIN
+    -- _consumer()'s lookup (consumers.sql), written out: a PL/pgSQL call of its
+    -- own cost the claim's unit about 4% (pgbench, eight alternating rounds,
+    -- 2026-12-07: 2,905-2,930 claims/s inline against 2,775-2,822).
+    SELECT * INTO v_me FROM services
+     WHERE db_role = session_user::text COLLATE "default" AND revoked_at IS NULL;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'database role % is not an active Handoff service (unknown or revoked)',
+            session_user USING ERRCODE = '28000';
+    END IF;
     IF p_tenant IS NOT NULL AND v_me.tenant_id IS DISTINCT FROM p_tenant THEN
         RAISE EXCEPTION 'database role % acts in tenant %, not in %', session_user,
             v_me.tenant_id, p_tenant USING ERRCODE = '28000';

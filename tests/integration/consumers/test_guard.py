@@ -272,3 +272,25 @@ def test_the_one_event_claim_naming_another_tenant_is_refused_as_an_unknown_serv
     conn.rollback()
     conn.execute(guards.CLAIM_ONE_FOR, {**one, "tenant": tenant[0]})  # its own: claimed
     conn.rollback()
+
+
+def test_the_one_event_claim_refuses_a_session_that_survives_its_revocation(
+    created: Callable[[str], psycopg.Connection[Any]], admin: psycopg.Connection[Any]
+) -> None:
+    # The claim looks the session's service up itself (claim_one.sql): it must
+    # refuse a revoked service on every call, as _consumer() does.
+    conn = created("audit")
+    tenant = conn.execute(guards.WHOAMI).fetchone()
+    assert tenant is not None
+    conn.execute(guards.CLAIM_ONE, _one("g-1"))  # active: claimed
+    conn.rollback()
+    admin.execute(
+        "UPDATE handoff.services SET revoked_at = now() WHERE tenant_id = %s AND name = 'audit'",
+        (tenant[0],),
+    )
+    with pytest.raises(psycopg.errors.InvalidAuthorizationSpecification, match="revoked"):
+        conn.execute(guards.CLAIM_ONE, _one("g-1"))
+    conn.rollback()
+    with pytest.raises(psycopg.errors.InvalidAuthorizationSpecification, match="revoked"):
+        conn.execute(guards.CLAIM_ONE_FOR, {**_one("g-1"), "tenant": tenant[0]})
+    conn.rollback()
