@@ -1,6 +1,6 @@
 """consumer_claim_one looks the session's service up itself, as _consumer() does,
-instead of calling _consumer(): one PL/pgSQL call fewer in every batch-1 unit, about 4%
-of the claim's unit (the why is in handoff/sql/claim_one.sql). Same lookup, same error.
+instead of calling _consumer(): one PL/pgSQL call fewer in every batch-1 unit, 3.5% of
+the claim's unit (the why is in handoff/sql/claim_one.sql). Same lookup, same error.
 """
 
 from handoff.migrations.helpers import apply_family, apply_frozen
