@@ -17,7 +17,6 @@ _upgrade_sql, _downgrade_sql = sql_steps(__file__)
 def upgrade() -> None:
     apply_family("claim_one")
     apply_frozen("0033_claim_inline.before.sql")  # consumer_claim_one as of this day
-    apply_frozen("0033_claim_inline.before.sql")  # consumer_claim_one as of this day
     apply_family("consumers")
     _upgrade_sql()
 
